@@ -1,0 +1,133 @@
+//! `VRouterBinding`: templates × targets, with common params and an optional
+//! serial rollout.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::Duration;
+use crate::refs::{NameRef, default_true};
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "vrouter.kojuro.date",
+    version = "v1",
+    kind = "VRouterBinding",
+    doc = "Renders templates for a set of targets into one VRouterConfig per target.",
+    namespaced,
+    status = "VRouterBindingStatus",
+    shortname = "vrb",
+    shortname = "vrouterbinding",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Rollout","type":"string","jsonPath":".spec.rollout.mode","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VRouterBindingSpec {
+    /// Deprecated: use `templateRefs`. When set, it is applied first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_ref: Option<NameRef>,
+    /// Templates in order; later templates' config and commands follow earlier ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub template_refs: Vec<NameRef>,
+    /// VRouterParams merged in order below this binding's own params.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params_refs: Vec<NameRef>,
+    /// The routers this binding configures; one VRouterConfig each.
+    pub target_refs: Vec<NameRef>,
+    /// Persist the config after commit; copied to each generated VRouterConfig.
+    #[serde(default = "default_true")]
+    pub save: bool,
+    /// Params common to every target: override paramsRefs, overridden by target params.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::refs::preserve_unknown_fields")]
+    pub params: Option<serde_json::Value>,
+    /// Stagger config writes across targets instead of writing all at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
+}
+
+impl VRouterBindingSpec {
+    /// The templates in the order they render: the deprecated single
+    /// `templateRef` first, then `templateRefs`.
+    pub fn effective_template_refs(&self) -> impl Iterator<Item = &NameRef> {
+        self.template_ref.iter().chain(self.template_refs.iter())
+    }
+
+    /// The rollout mode in force: absent, `{}` and an unset mode all mean Disabled.
+    pub fn effective_rollout_mode(&self) -> RolloutMode {
+        self.rollout.as_ref().map_or(RolloutMode::Disabled, |r| r.mode)
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum RolloutMode {
+    /// Write every generated config in one reconcile.
+    #[default]
+    Disabled,
+    /// One target at a time; advance when its config is Applied and has soaked.
+    WaitForApplied,
+    /// One target at a time; advance after a fixed interval, whatever the outcome.
+    FixedInterval,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    #[serde(default)]
+    pub mode: RolloutMode,
+    /// WaitForApplied: how often to look at the frontier's config.
+    #[serde(default = "default_poll_interval")]
+    #[schemars(extend("default" = "10s"))]
+    pub poll_interval: Duration,
+    /// WaitForApplied: soak time after the frontier is Applied before advancing.
+    #[serde(default)]
+    #[schemars(extend("default" = "0s"))]
+    pub wait_after_applied: Duration,
+    /// FixedInterval: the time between two writes; required (> 0) for that mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_interval: Option<Duration>,
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        RolloutSpec {
+            mode: RolloutMode::Disabled,
+            poll_interval: default_poll_interval(),
+            wait_after_applied: Duration::ZERO,
+            wait_interval: None,
+        }
+    }
+}
+
+fn default_poll_interval() -> Duration {
+    Duration::from_secs(10)
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VRouterBindingStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The serial rollout frontier; only meaningful when a rollout mode is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+    /// The binding generation the conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The last target whose config the rollout wrote (or is about to write).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_updated_target: String,
+    /// When that target was stamped, just before its write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
+}

@@ -1,0 +1,55 @@
+//! Names shared by every controller, webhook and tool: the API group, labels,
+//! annotations, finalizer, phases, condition types and condition reasons.
+
+/// API group of every custom resource of the operator.
+pub const GROUP: &str = "vrouter.kojuro.date";
+/// The one served and stored version.
+pub const VERSION: &str = "v1";
+
+/// Finalizer put on objects whose deletion the operator must observe.
+pub const FINALIZER: &str = "vrouter.kojuro.date/finalizer";
+/// Label on a generated VRouterConfig naming the VRouterBinding that owns it.
+pub const LABEL_BINDING: &str = "vrouter.kojuro.date/binding";
+/// Label on a generated VRouterConfig naming the VRouterTarget it configures.
+pub const LABEL_TARGET: &str = "vrouter.kojuro.date/target";
+/// Annotation on a VRouterConfig: `"true"` stops applies and drift repair
+/// (drift stays visible on the VRouterStatus) so a person can debug the router.
+pub const ANNOTATION_PAUSED: &str = "vrouter.kojuro.date/paused";
+
+/// Condition types.
+pub mod condition {
+    /// VRouterConfig: the config was applied for the generation it names.
+    pub const APPLIED: &str = "Applied";
+    /// VRouterBinding: every generated config is written (and, for
+    /// `WaitForApplied`, applied).
+    pub const READY: &str = "Ready";
+    /// VRouterStatus and ProxmoxCluster: the last read from the router or
+    /// the Proxmox API succeeded.
+    pub const SYNCED: &str = "Synced";
+}
+
+/// Condition reasons. Each one is documented in `docs/operations.md` with what
+/// to do about it.
+pub mod reason {
+    pub const RECONCILE_SUCCEEDED: &str = "ReconcileSucceeded";
+    pub const RECONCILE_ERROR: &str = "ReconcileError";
+    pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
+    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// An apply has been dispatched and is running.
+    pub const APPLYING: &str = "Applying";
+    /// The apply script exited 0 with no failure marker.
+    pub const APPLY_SUCCEEDED: &str = "ApplySucceeded";
+    /// The apply script exited non-zero or printed a failure marker.
+    pub const APPLY_FAILED: &str = "ApplyFailed";
+    /// The apply did not finish within the apply timeout.
+    pub const APPLY_TIMEOUT: &str = "ApplyTimeout";
+    /// A previously applied router stopped answering readiness checks.
+    pub const ROUTER_NOT_READY: &str = "RouterNotReady";
+    pub const SYNC_SUCCEEDED: &str = "SyncSucceeded";
+    pub const SYNC_FAILED: &str = "SyncFailed";
+}
+
+/// The fixed path the apply script is written to inside the guest.
+pub const SCRIPT_PATH: &str = "/tmp/vrouter-apply.sh";
+/// The startup configuration of a VyOS router.
+pub const CONFIG_BOOT_PATH: &str = "/config/config.boot";

@@ -1,0 +1,31 @@
+#![doc = include_str!("../README.md")]
+
+pub mod binding;
+pub mod config;
+pub mod constants;
+pub mod crds;
+pub mod duration;
+pub mod manifest;
+pub mod params;
+pub mod proxmox_cluster;
+pub mod refs;
+pub mod status;
+pub mod target;
+pub mod template;
+
+pub use binding::{RolloutMode, RolloutSpec, RolloutStatus, VRouterBinding, VRouterBindingSpec, VRouterBindingStatus};
+pub use config::{Phase, VRouterConfig, VRouterConfigSpec, VRouterConfigStatus};
+pub use duration::Duration;
+pub use params::{VRouterParams, VRouterParamsSpec};
+pub use proxmox_cluster::{ProxmoxCluster, ProxmoxClusterSpec, ProxmoxClusterStatus};
+pub use refs::{NameRef, SecretKeyRef, SecretReference};
+pub use status::{VRouterStatus, VRouterStatusSpec, VRouterStatusStatus};
+pub use target::{
+    DaemonConfig, KubeVirtConfig, KubeconfigRef, ProviderConfig, ProviderType, ProxmoxConfig, VRouterTarget,
+    VRouterTargetSpec, VRouterTargetStatus,
+};
+pub use template::{VRouterTemplate, VRouterTemplateSpec};
+
+/// Re-exported so users of these types need not pin the same versions themselves.
+pub use k8s_openapi;
+pub use kube;

@@ -1,0 +1,144 @@
+//! Reading manifests (multi-document YAML) into the typed resources, with
+//! errors that name the document, the object and the field at fault.
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+
+use crate::{
+    ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate,
+};
+
+/// One object of a manifest.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Manifest {
+    Template(VRouterTemplate),
+    Target(VRouterTarget),
+    Binding(VRouterBinding),
+    Params(VRouterParams),
+    Config(VRouterConfig),
+    ProxmoxCluster(ProxmoxCluster),
+    Status(VRouterStatus),
+    /// An object of another kind (a Secret, a Namespace…), kept as written.
+    Other(serde_json::Value),
+}
+
+impl Manifest {
+    pub fn kind(&self) -> &str {
+        match self {
+            Manifest::Template(_) => "VRouterTemplate",
+            Manifest::Target(_) => "VRouterTarget",
+            Manifest::Binding(_) => "VRouterBinding",
+            Manifest::Params(_) => "VRouterParams",
+            Manifest::Config(_) => "VRouterConfig",
+            Manifest::ProxmoxCluster(_) => "ProxmoxCluster",
+            Manifest::Status(_) => "VRouterStatus",
+            Manifest::Other(v) => v.get("kind").and_then(|k| k.as_str()).unwrap_or(""),
+        }
+    }
+
+    /// The object as JSON, as it would be sent to the API server.
+    pub fn to_value(&self) -> serde_json::Value {
+        let result = match self {
+            Manifest::Template(o) => serde_json::to_value(o),
+            Manifest::Target(o) => serde_json::to_value(o),
+            Manifest::Binding(o) => serde_json::to_value(o),
+            Manifest::Params(o) => serde_json::to_value(o),
+            Manifest::Config(o) => serde_json::to_value(o),
+            Manifest::ProxmoxCluster(o) => serde_json::to_value(o),
+            Manifest::Status(o) => serde_json::to_value(o),
+            Manifest::Other(v) => Ok(v.clone()),
+        };
+        result.expect("typed resources always serialize")
+    }
+}
+
+/// A manifest that cannot be read, located as precisely as possible.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ManifestError {
+    /// Where the text came from (a file path, or `<stdin>`).
+    pub source_name: String,
+    /// 1-based index of the YAML document in the text.
+    pub document: usize,
+    pub kind: Option<String>,
+    pub name: Option<String>,
+    /// Dotted path of the field at fault (`spec.provider.proxmox.vmid`), when known.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: document {}", self.source_name, self.document)?;
+        match (&self.kind, &self.name) {
+            (Some(kind), Some(name)) => write!(f, " ({kind} {name:?})")?,
+            (Some(kind), None) => write!(f, " ({kind})")?,
+            _ => {}
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": field `{field}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+const API_VERSION: &str = "vrouter.kojuro.date/v1";
+
+/// Parses every document of `text`; `source_name` is used in errors only.
+// The error is large because it locates the fault precisely; it is built once
+// per failed parse, never on a hot path, so boxing would buy nothing.
+#[allow(clippy::result_large_err)]
+pub fn parse_documents(text: &str, source_name: &str) -> Result<Vec<Manifest>, ManifestError> {
+    let mut out = Vec::new();
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let number = index + 1;
+        let error =
+            |kind: Option<String>, name: Option<String>, field: Option<String>, message: String| ManifestError {
+                source_name: source_name.to_owned(),
+                document: number,
+                kind,
+                name,
+                field,
+                message,
+            };
+        let value: serde_json::Value =
+            serde::Deserialize::deserialize(document).map_err(|e| error(None, None, None, e.to_string()))?;
+        if value.is_null() {
+            continue; // an empty document, e.g. after a trailing `---`
+        }
+        let kind = value.get("kind").and_then(|k| k.as_str()).map(str::to_owned);
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .map(str::to_owned);
+        let Some(kind_str) = kind.clone() else {
+            return Err(error(None, name, Some("kind".into()), "missing `kind`".into()));
+        };
+        let api_version = value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
+        let ours = api_version == API_VERSION;
+        fn typed<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, (Option<String>, String)> {
+            serde_path_to_error::deserialize(value).map_err(|e| {
+                let path = e.path().to_string();
+                let field = (path != ".").then_some(path);
+                (field, e.into_inner().to_string())
+            })
+        }
+        let parsed = match (ours, kind_str.as_str()) {
+            (true, "VRouterTemplate") => typed(value).map(Manifest::Template),
+            (true, "VRouterTarget") => typed(value).map(Manifest::Target),
+            (true, "VRouterBinding") => typed(value).map(Manifest::Binding),
+            (true, "VRouterParams") => typed(value).map(Manifest::Params),
+            (true, "VRouterConfig") => typed(value).map(Manifest::Config),
+            (true, "ProxmoxCluster") => typed(value).map(Manifest::ProxmoxCluster),
+            (true, "VRouterStatus") => typed(value).map(Manifest::Status),
+            (true, other) => Err((Some("kind".into()), format!("unknown kind {other:?} in {API_VERSION}"))),
+            (false, _) if api_version.starts_with("vrouter.kojuro.date/") => Err((
+                Some("apiVersion".into()),
+                format!("unsupported apiVersion {api_version:?}; this operator serves {API_VERSION}"),
+            )),
+            (false, _) => Ok(Manifest::Other(value)),
+        };
+        out.push(parsed.map_err(|(field, message)| error(Some(kind_str), name, field, message))?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,59 @@
+//! `ProxmoxCluster`: endpoints and credentials of a Proxmox VE cluster.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::Duration;
+use crate::refs::{SecretReference, default_true};
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "vrouter.kojuro.date",
+    version = "v1",
+    kind = "ProxmoxCluster",
+    doc = "Endpoints and API-token credentials of a Proxmox VE cluster.",
+    namespaced,
+    status = "ProxmoxClusterStatus",
+    shortname = "pxc",
+    shortname = "proxmoxcluster",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn = r#"{"name":"Endpoint","type":"string","jsonPath":".spec.endpoints[0]"}"#,
+    printcolumn = r#"{"name":"LastSync","type":"date","jsonPath":".status.lastSyncTime"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxmoxClusterSpec {
+    /// API endpoints such as `https://pve1.example.com:8006`, tried in order until one answers.
+    pub endpoints: Vec<String>,
+    /// A Secret with keys `api-token-id` and `api-token-secret`.
+    pub credentials_ref: SecretReference,
+    #[serde(rename = "insecureSkipTLSVerify", default)]
+    pub insecure_skip_tls_verify: bool,
+    /// How often the node map and guest uptimes are polled.
+    #[serde(default = "default_sync_interval")]
+    #[schemars(extend("default" = "60s"))]
+    pub sync_interval: Duration,
+    /// Read `/proc/uptime` in the guest to see reboots that keep the QEMU process.
+    #[serde(default = "default_true")]
+    pub check_guest_uptime: bool,
+}
+
+fn default_sync_interval() -> Duration {
+    Duration::from_secs(60)
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxmoxClusterStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Keys of the credentials Secret.
+pub const SECRET_KEY_TOKEN_ID: &str = "api-token-id";
+pub const SECRET_KEY_TOKEN_SECRET: &str = "api-token-secret";

@@ -1,0 +1,45 @@
+//! `cargo xtask <command>`: the project's automation, in Rust so it runs the
+//! same on every machine.
+
+mod gen_crds;
+mod test;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "vrouter-operator project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write one YAML per CRD under deploy/crds/ from the vrouter-api types.
+    GenCrds {
+        /// Exit non-zero when the committed files differ from what the types generate.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Prepare everything the suite needs, then run all checks and tests.
+    Test,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let root = workspace_root();
+    match cli.command {
+        Command::GenCrds { check } => gen_crds::run(&root, check),
+        Command::Test => test::run(&root),
+    }
+}
+
+/// The workspace root: xtask lives one level below it.
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask has a parent directory")
+        .to_path_buf()
+}

@@ -1,0 +1,42 @@
+//! `cargo xtask test`: the one command that prepares a new machine and runs
+//! the whole suite. CI calls it through `.ci/run`.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+pub fn run(root: &Path) -> anyhow::Result<()> {
+    step(root, "format", &["fmt", "--all", "--", "--check"])?;
+    step(
+        root,
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    println!("==> generated CRDs");
+    crate::gen_crds::run(root, true)?;
+    step(root, "tests", &["test", "--workspace", "--locked"])?;
+    Ok(())
+}
+
+/// Runs `cargo <args>` in the workspace, failing with the step's name.
+fn step(root: &Path, name: &str, args: &[&str]) -> anyhow::Result<()> {
+    println!("==> {name}: cargo {}", args.join(" "));
+    let status = Command::new(env!("CARGO"))
+        .args(args)
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("starting cargo for {name}"))?;
+    if !status.success() {
+        bail!("{name} failed ({status})");
+    }
+    Ok(())
+}
