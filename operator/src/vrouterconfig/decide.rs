@@ -1,0 +1,363 @@
+//! The apply state machine of a VRouterConfig (spec §7.2) as pure functions.
+//!
+//! The controller (`super`) performs the I/O — is the VM running, is the router
+//! ready, poll the exec, dispatch the script — and after each observation asks
+//! one of these functions what the status becomes and what happens next. Each
+//! function returns the whole desired status; the controller writes it only
+//! when it differs from what is stored, so a steady state makes no writes.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use vrouter_api::constants::{condition, reason};
+use vrouter_api::{Phase, VRouterConfigStatus};
+
+use crate::conditions::{self, Wanted};
+
+/// How long to wait before looking at a router that is not ready again.
+pub const NOT_READY_RETRY: Duration = Duration::from_secs(10);
+/// The first exec poll comes this soon after dispatch: a small config applies
+/// in well under a second and should be reported as soon as it is done.
+pub const FIRST_POLL: Duration = Duration::from_millis(250);
+/// Polls back off to at most this, so a long apply costs one request per few seconds.
+pub const MAX_POLL: Duration = Duration::from_secs(5);
+/// After a lost exec result, re-dispatch promptly.
+pub const REDISPATCH_AFTER: Duration = Duration::from_millis(500);
+
+/// What the controller knows when it decides.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    pub now: Timestamp,
+    /// The longest an apply may run before it is reported failed.
+    pub apply_timeout: Duration,
+}
+
+/// What to do after the status is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing more for this generation; wait for a change.
+    Done,
+    RequeueAfter(Duration),
+    /// Return an error so the controller retries with backoff; the status is
+    /// not a place for a transient failure.
+    Retry(String),
+}
+
+/// A Kubernetes Event to record with the step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub note: String,
+}
+
+/// One decision: the desired status, what comes next, and an optional event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub status: VRouterConfigStatus,
+    pub next: Next,
+    pub event: Option<Event>,
+}
+
+/// What polling the in-flight exec returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Poll {
+    Running,
+    /// The script finished. `failure` carries the failure-marker excerpt when
+    /// the output shows a set/commit/delete failure (which can exit 0).
+    Exited {
+        code: i64,
+        failure: Option<String>,
+    },
+    /// The provider can no longer tell what happened to this exec (the agent
+    /// or the operator restarted): only a fresh dispatch can make progress.
+    Lost,
+    /// Any other error, possibly transient.
+    Error(String),
+}
+
+/// Why an apply is dispatched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DispatchReason {
+    /// The spec changed since the last dispatch.
+    NewGeneration,
+    /// The router rebooted since the last apply it was given.
+    Reboot,
+    /// Drift repair or a lost exec put the config back to Pending.
+    Pending,
+}
+
+fn std_to_signed(d: Duration) -> SignedDuration {
+    SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
+}
+
+fn elapsed_since(start: &Option<Time>, now: Timestamp) -> SignedDuration {
+    start.as_ref().map_or(SignedDuration::ZERO, |t| now.duration_since(t.0))
+}
+
+/// The status with `execStartedTime` backfilled: a config left mid-apply by an
+/// older controller may carry a PID without a start time, and the timeout
+/// must still be measured from somewhere.
+fn with_exec_start(status: &VRouterConfigStatus, now: Timestamp) -> VRouterConfigStatus {
+    let mut status = status.clone();
+    if status.exec_pid > 0 && status.exec_started_time.is_none() {
+        status.exec_started_time = Some(Time(now));
+    }
+    status
+}
+
+fn timed_out(status: &VRouterConfigStatus, clock: Clock) -> bool {
+    elapsed_since(&status.exec_started_time, clock.now) > std_to_signed(clock.apply_timeout)
+}
+
+fn set_applied(status: &mut VRouterConfigStatus, ok: bool, why: &'static str, message: String, now: Timestamp) {
+    let observed_generation = Some(status.observed_generation);
+    conditions::set(
+        &mut status.conditions,
+        Wanted {
+            type_: condition::APPLIED,
+            status: ok,
+            reason: why,
+            message,
+            observed_generation,
+        },
+        now,
+    );
+}
+
+fn apply_timeout_step(status: VRouterConfigStatus, clock: Clock, context: &str) -> Step {
+    let mut status = status;
+    status.exec_pid = 0;
+    status.phase = Phase::Failed;
+    let message = format!("apply did not finish within {:?}{context}", clock.apply_timeout);
+    status.message = message.clone();
+    set_applied(&mut status, false, reason::APPLY_TIMEOUT, message.clone(), clock.now);
+    Step {
+        status,
+        next: Next::Done,
+        event: Some(Event {
+            warning: true,
+            reason: reason::APPLY_TIMEOUT,
+            note: message,
+        }),
+    }
+}
+
+/// The VM is not running. Nothing can be applied; an apply in flight still
+/// has its timeout enforced, so a VM stopped mid-apply does not leave the
+/// config Applying forever.
+pub fn on_vm_stopped(status: &VRouterConfigStatus, clock: Clock) -> Step {
+    let status = with_exec_start(status, clock.now);
+    if status.exec_pid > 0 && timed_out(&status, clock) {
+        return apply_timeout_step(status, clock, " (the VM stopped)");
+    }
+    Step {
+        status,
+        next: Next::Done,
+        event: None,
+    }
+}
+
+/// The router did not pass its readiness check (spec §7.2 step 3).
+pub fn on_not_ready(status: &VRouterConfigStatus, clock: Clock, why: &str) -> Step {
+    let mut status = with_exec_start(status, clock.now);
+    if status.exec_pid > 0 && timed_out(&status, clock) {
+        return apply_timeout_step(status, clock, &format!(" (router not ready: {why})"));
+    }
+    if status.phase == Phase::Applied {
+        // A previous success can no longer be trusted while the router does
+        // not answer; without this, `kubectl wait` would report a stale True.
+        status.phase = Phase::Pending;
+        let message = format!("router not ready: {why}");
+        status.message = message.clone();
+        set_applied(&mut status, false, reason::ROUTER_NOT_READY, message, clock.now);
+    }
+    Step {
+        status,
+        next: Next::RequeueAfter(NOT_READY_RETRY),
+        event: None,
+    }
+}
+
+/// How long to wait before the next exec poll: short at first so a quick
+/// apply is seen quickly, backing off to [`MAX_POLL`] for long ones.
+pub fn poll_interval(elapsed: SignedDuration) -> Duration {
+    let quarter = Duration::try_from(elapsed / 4).unwrap_or(Duration::ZERO);
+    quarter.clamp(FIRST_POLL, MAX_POLL)
+}
+
+/// The in-flight exec was polled (spec §7.2 step 4). Precondition: `execPID > 0`.
+pub fn on_exec_polled(status: &VRouterConfigStatus, clock: Clock, poll: Poll) -> Step {
+    let mut status = with_exec_start(status, clock.now);
+    let elapsed = elapsed_since(&status.exec_started_time, clock.now);
+    match poll {
+        Poll::Running if timed_out(&status, clock) => apply_timeout_step(status, clock, ""),
+        Poll::Running => Step {
+            status,
+            next: Next::RequeueAfter(poll_interval(elapsed)),
+            event: None,
+        },
+        Poll::Error(_) if timed_out(&status, clock) => {
+            apply_timeout_step(status, clock, " (its status could not be read)")
+        }
+        Poll::Error(error) => Step {
+            status,
+            next: Next::Retry(format!("polling the apply: {error}")),
+            event: None,
+        },
+        Poll::Lost => {
+            status.exec_pid = 0;
+            status.exec_started_time = None;
+            status.phase = Phase::Pending;
+            status.message = "the result of the running apply was lost; applying again".into();
+            Step {
+                status,
+                next: Next::RequeueAfter(REDISPATCH_AFTER),
+                event: None,
+            }
+        }
+        Poll::Exited { code, failure } => {
+            status.exec_pid = 0;
+            status.exec_started_time = None;
+            let failed = code != 0 || failure.is_some();
+            if failed {
+                let detail = failure.map(|f| format!(": {f}")).unwrap_or_default();
+                let message = format!("apply script exited with code {code}{detail}");
+                status.phase = Phase::Failed;
+                status.message = message.clone();
+                set_applied(&mut status, false, reason::APPLY_FAILED, message.clone(), clock.now);
+                Step {
+                    status,
+                    next: Next::Done,
+                    event: Some(Event {
+                        warning: true,
+                        reason: reason::APPLY_FAILED,
+                        note: message,
+                    }),
+                }
+            } else {
+                status.phase = Phase::Applied;
+                status.message = String::new();
+                status.last_applied_time = Some(Time(clock.now));
+                set_applied(&mut status, true, reason::APPLY_SUCCEEDED, String::new(), clock.now);
+                let note = format!("applied generation {}", status.observed_generation);
+                Step {
+                    status,
+                    next: Next::Done,
+                    event: Some(Event {
+                        warning: false,
+                        reason: reason::APPLY_SUCCEEDED,
+                        note,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// Whether an apply must be dispatched (spec §7.2 steps 5 and 6), and why.
+/// Precondition: no exec in flight.
+pub fn dispatch_reason(
+    status: &VRouterConfigStatus,
+    generation: i64,
+    target_last_reboot: Option<&Time>,
+) -> Option<DispatchReason> {
+    if generation != status.observed_generation {
+        return Some(DispatchReason::NewGeneration);
+    }
+    let reboot_unhandled = match (target_last_reboot, status.last_reboot_handled_time.as_ref()) {
+        (Some(reboot), Some(handled)) => reboot.0 > handled.0,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    if reboot_unhandled {
+        return Some(DispatchReason::Reboot);
+    }
+    match status.phase {
+        Phase::Applied | Phase::Failed => None,
+        // Pending (drift repair, lost result, not-ready reset) or an Applying
+        // whose PID was never recorded: only a dispatch can make progress.
+        Phase::Pending | Phase::Applying => Some(DispatchReason::Pending),
+    }
+}
+
+/// The status written just before the script starts: `Applied=False` for the
+/// generation about to be applied, so `kubectl wait` cannot return on a
+/// stale True while the new apply runs.
+pub fn before_dispatch(status: &VRouterConfigStatus, generation: i64, clock: Clock) -> VRouterConfigStatus {
+    let mut status = status.clone();
+    status.observed_generation = generation;
+    status.phase = Phase::Applying;
+    status.message = String::new();
+    set_applied(
+        &mut status,
+        false,
+        reason::APPLYING,
+        format!("applying generation {generation}"),
+        clock.now,
+    );
+    status
+}
+
+/// The script was dispatched and has a handle to poll.
+pub fn after_dispatch(
+    status: &VRouterConfigStatus,
+    generation: i64,
+    clock: Clock,
+    handle: i64,
+    target_last_reboot: Option<&Time>,
+) -> Step {
+    let mut status = before_dispatch(status, generation, clock);
+    status.exec_pid = handle;
+    status.exec_started_time = Some(Time(clock.now));
+    if let Some(reboot) = target_last_reboot {
+        status.last_reboot_handled_time = Some(reboot.clone());
+    }
+    Step {
+        status,
+        next: Next::RequeueAfter(FIRST_POLL),
+        event: None,
+    }
+}
+
+/// The dispatch itself failed. A permanent failure (the script cannot be
+/// built or delivered as given) fails this generation with the reason; a
+/// transient one is retried with backoff.
+pub fn on_dispatch_failed(
+    status: &VRouterConfigStatus,
+    generation: i64,
+    clock: Clock,
+    error: &str,
+    permanent: bool,
+    target_last_reboot: Option<&Time>,
+) -> Step {
+    if !permanent {
+        return Step {
+            status: status.clone(),
+            next: Next::Retry(format!("dispatching the apply: {error}")),
+            event: None,
+        };
+    }
+    let mut status = before_dispatch(status, generation, clock);
+    if let Some(reboot) = target_last_reboot {
+        status.last_reboot_handled_time = Some(reboot.clone());
+    }
+    let message = format!("apply could not be started: {error}");
+    status.phase = Phase::Failed;
+    status.message = message.clone();
+    set_applied(&mut status, false, reason::APPLY_FAILED, message.clone(), clock.now);
+    Step {
+        status,
+        next: Next::Done,
+        event: Some(Event {
+            warning: true,
+            reason: reason::APPLY_FAILED,
+            note: message,
+        }),
+    }
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

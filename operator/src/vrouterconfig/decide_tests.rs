@@ -1,0 +1,292 @@
+//! One table per step of spec §7.2.
+
+use super::*;
+
+const TIMEOUT: Duration = Duration::from_secs(600);
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + secs).unwrap()
+}
+
+fn clock(secs: i64) -> Clock {
+    Clock {
+        now: at(secs),
+        apply_timeout: TIMEOUT,
+    }
+}
+
+fn time(secs: i64) -> Time {
+    Time(at(secs))
+}
+
+fn applied_condition(status: &VRouterConfigStatus) -> (String, String, Option<i64>) {
+    let c = conditions::get(&status.conditions, condition::APPLIED).expect("Applied condition");
+    (c.status.clone(), c.reason.clone(), c.observed_generation)
+}
+
+/// A config whose generation 3 was applied successfully.
+fn applied() -> VRouterConfigStatus {
+    let mut s = VRouterConfigStatus {
+        phase: Phase::Applied,
+        observed_generation: 3,
+        last_applied_time: Some(time(0)),
+        ..Default::default()
+    };
+    set_applied(&mut s, true, reason::APPLY_SUCCEEDED, String::new(), at(0));
+    s
+}
+
+/// A config with generation 4 in flight since t=0 as PID 77.
+fn applying() -> VRouterConfigStatus {
+    after_dispatch(&applied(), 4, clock(0), 77, None).status
+}
+
+// Step 2: the VM is stopped.
+
+#[test]
+fn step2_vm_stopped_skips_without_touching_status() {
+    let step = on_vm_stopped(&applied(), clock(5));
+    assert_eq!(step.status, applied());
+    assert_eq!(step.next, Next::Done);
+}
+
+#[test]
+fn step2_vm_stopped_mid_apply_still_times_out() {
+    let within = on_vm_stopped(&applying(), clock(599));
+    assert_eq!(within.status.phase, Phase::Applying);
+    let past = on_vm_stopped(&applying(), clock(601));
+    assert_eq!(past.status.phase, Phase::Failed);
+    assert_eq!(past.status.exec_pid, 0);
+    assert_eq!(applied_condition(&past.status).1, reason::APPLY_TIMEOUT);
+}
+
+// Step 3: CheckReady failed.
+
+#[test]
+fn step3_not_ready_resets_applied_to_pending_with_router_not_ready() {
+    let step = on_not_ready(&applied(), clock(5), "vyos-router.service is activating");
+    assert_eq!(step.status.phase, Phase::Pending);
+    let (status, why, generation) = applied_condition(&step.status);
+    assert_eq!(
+        (status.as_str(), why.as_str(), generation),
+        ("False", reason::ROUTER_NOT_READY, Some(3))
+    );
+    assert!(step.status.message.contains("vyos-router.service is activating"));
+    assert_eq!(step.next, Next::RequeueAfter(NOT_READY_RETRY));
+}
+
+#[test]
+fn step3_not_ready_leaves_other_phases_untouched() {
+    for phase in [Phase::Pending, Phase::Failed] {
+        let mut s = applied();
+        s.phase = phase;
+        let step = on_not_ready(&s, clock(5), "no answer");
+        assert_eq!(step.status, s, "{phase:?}");
+        assert_eq!(step.next, Next::RequeueAfter(NOT_READY_RETRY));
+    }
+    let step = on_not_ready(&applying(), clock(5), "no answer");
+    assert_eq!(step.status, applying());
+}
+
+#[test]
+fn step3_not_ready_past_the_apply_timeout_fails_the_apply() {
+    let step = on_not_ready(&applying(), clock(601), "no answer");
+    assert_eq!(step.status.phase, Phase::Failed);
+    assert_eq!(step.status.exec_pid, 0);
+    assert_eq!(
+        applied_condition(&step.status),
+        ("False".into(), reason::APPLY_TIMEOUT.into(), Some(4))
+    );
+    assert_eq!(step.next, Next::Done);
+    assert!(step.event.unwrap().warning);
+}
+
+#[test]
+fn step3_a_pid_without_start_time_is_backfilled_not_failed() {
+    let mut s = applying();
+    s.exec_started_time = None;
+    let step = on_not_ready(&s, clock(10_000), "no answer");
+    assert_eq!(step.status.exec_started_time, Some(time(10_000)));
+    assert_eq!(step.status.phase, Phase::Applying);
+}
+
+// Step 4: an exec is in flight.
+
+#[test]
+fn step4_running_within_timeout_polls_adaptively() {
+    let early = on_exec_polled(&applying(), clock(0), Poll::Running);
+    assert_eq!(early.next, Next::RequeueAfter(FIRST_POLL));
+    assert_eq!(early.status, applying(), "no write while running");
+    let later = on_exec_polled(&applying(), clock(8), Poll::Running);
+    assert_eq!(later.next, Next::RequeueAfter(Duration::from_secs(2)));
+    let long = on_exec_polled(&applying(), clock(500), Poll::Running);
+    assert_eq!(long.next, Next::RequeueAfter(MAX_POLL));
+}
+
+#[test]
+fn step4_running_past_timeout_fails_with_apply_timeout_and_no_retry() {
+    let step = on_exec_polled(&applying(), clock(601), Poll::Running);
+    assert_eq!(step.status.phase, Phase::Failed);
+    assert_eq!(step.status.exec_pid, 0);
+    assert_eq!(applied_condition(&step.status).1, reason::APPLY_TIMEOUT);
+    assert_eq!(step.next, Next::Done);
+}
+
+#[test]
+fn step4_lost_result_goes_back_to_pending_and_redispatches() {
+    let step = on_exec_polled(&applying(), clock(5), Poll::Lost);
+    assert_eq!(step.status.phase, Phase::Pending);
+    assert_eq!(step.status.exec_pid, 0);
+    assert_eq!(step.next, Next::RequeueAfter(REDISPATCH_AFTER));
+    assert_eq!(dispatch_reason(&step.status, 4, None), Some(DispatchReason::Pending));
+}
+
+#[test]
+fn step4_other_error_within_timeout_retries_with_pid_untouched() {
+    let step = on_exec_polled(&applying(), clock(5), Poll::Error("connection reset".into()));
+    assert_eq!(step.status, applying());
+    assert!(matches!(step.next, Next::Retry(ref m) if m.contains("connection reset")));
+}
+
+#[test]
+fn step4_other_error_past_timeout_fails_with_apply_timeout() {
+    let step = on_exec_polled(&applying(), clock(601), Poll::Error("Invalid parameter 'pid'".into()));
+    assert_eq!(step.status.phase, Phase::Failed);
+    assert_eq!(applied_condition(&step.status).1, reason::APPLY_TIMEOUT);
+    assert_eq!(step.next, Next::Done);
+}
+
+#[test]
+fn step4_exit_zero_without_marker_is_applied_for_the_dispatched_generation() {
+    let step = on_exec_polled(&applying(), clock(2), Poll::Exited { code: 0, failure: None });
+    assert_eq!(step.status.phase, Phase::Applied);
+    assert_eq!(step.status.exec_pid, 0);
+    assert_eq!(step.status.last_applied_time, Some(time(2)));
+    assert_eq!(
+        applied_condition(&step.status),
+        ("True".into(), reason::APPLY_SUCCEEDED.into(), Some(4))
+    );
+    assert_eq!(step.next, Next::Done);
+    assert!(!step.event.unwrap().warning);
+}
+
+#[test]
+fn step4_nonzero_exit_or_failure_marker_is_failed() {
+    for (code, failure) in [
+        (1, None),
+        (0, Some("Set failed".to_string())),
+        (2, Some("Commit failed".into())),
+    ] {
+        let step = on_exec_polled(
+            &applying(),
+            clock(2),
+            Poll::Exited {
+                code,
+                failure: failure.clone(),
+            },
+        );
+        assert_eq!(step.status.phase, Phase::Failed, "{code} {failure:?}");
+        assert_eq!(
+            applied_condition(&step.status),
+            ("False".into(), reason::APPLY_FAILED.into(), Some(4))
+        );
+        assert!(step.status.message.contains(&format!("code {code}")));
+        if let Some(f) = failure {
+            assert!(step.status.message.contains(&f));
+        }
+        assert_eq!(
+            step.status.last_applied_time,
+            Some(time(0)),
+            "a failure keeps the last success time"
+        );
+        assert_eq!(step.next, Next::Done);
+    }
+}
+
+// Steps 5 and 6: reboot and the generation skip.
+
+#[test]
+fn step6_same_generation_applied_or_failed_is_done() {
+    assert_eq!(dispatch_reason(&applied(), 3, None), None);
+    let mut failed = applied();
+    failed.phase = Phase::Failed;
+    assert_eq!(dispatch_reason(&failed, 3, None), None, "Failed has no auto-retry");
+}
+
+#[test]
+fn step6_a_new_generation_dispatches() {
+    assert_eq!(
+        dispatch_reason(&applied(), 4, None),
+        Some(DispatchReason::NewGeneration)
+    );
+    assert_eq!(
+        dispatch_reason(&VRouterConfigStatus::default(), 1, None),
+        Some(DispatchReason::NewGeneration)
+    );
+}
+
+#[test]
+fn step6_pending_at_the_same_generation_dispatches() {
+    let mut s = applied();
+    s.phase = Phase::Pending;
+    assert_eq!(dispatch_reason(&s, 3, None), Some(DispatchReason::Pending));
+}
+
+#[test]
+fn step5_a_reboot_forces_exactly_one_reapply() {
+    let reboot = time(100);
+    let mut failed = applied();
+    failed.phase = Phase::Failed;
+    assert_eq!(dispatch_reason(&failed, 3, Some(&reboot)), Some(DispatchReason::Reboot));
+    // The forced apply records the reboot it handled...
+    let dispatched = after_dispatch(&failed, 3, clock(101), 9, Some(&reboot)).status;
+    assert_eq!(dispatched.last_reboot_handled_time, Some(reboot.clone()));
+    // ...and even if it fails, the same reboot does not force another.
+    let done = on_exec_polled(&dispatched, clock(102), Poll::Exited { code: 1, failure: None }).status;
+    assert_eq!(dispatch_reason(&done, 3, Some(&reboot)), None);
+    // A newer reboot forces one more.
+    assert_eq!(
+        dispatch_reason(&done, 3, Some(&time(200))),
+        Some(DispatchReason::Reboot)
+    );
+}
+
+// Step 7: dispatch.
+
+#[test]
+fn step7_before_dispatch_sets_applied_false_for_the_new_generation() {
+    let s = before_dispatch(&applied(), 4, clock(1));
+    assert_eq!(s.phase, Phase::Applying);
+    assert_eq!(
+        applied_condition(&s),
+        ("False".into(), reason::APPLYING.into(), Some(4))
+    );
+}
+
+#[test]
+fn step7_after_dispatch_records_handle_start_and_generation() {
+    let step = after_dispatch(&applied(), 4, clock(1), 77, None);
+    assert_eq!(step.status.exec_pid, 77);
+    assert_eq!(step.status.exec_started_time, Some(time(1)));
+    assert_eq!(step.status.observed_generation, 4);
+    assert_eq!(step.next, Next::RequeueAfter(FIRST_POLL));
+}
+
+#[test]
+fn step7_a_permanent_dispatch_failure_fails_the_generation_a_transient_one_retries() {
+    let step = on_dispatch_failed(&applied(), 4, clock(1), "config too large", true, None);
+    assert_eq!(step.status.phase, Phase::Failed);
+    assert_eq!(step.status.observed_generation, 4, "not retried for this generation");
+    assert_eq!(dispatch_reason(&step.status, 4, None), None);
+    let step = on_dispatch_failed(&applied(), 4, clock(1), "connection refused", false, None);
+    assert_eq!(step.status, applied());
+    assert!(matches!(step.next, Next::Retry(_)));
+}
+
+#[test]
+fn poll_interval_is_bounded_both_ways() {
+    assert_eq!(poll_interval(SignedDuration::ZERO), FIRST_POLL);
+    assert_eq!(poll_interval(SignedDuration::from_secs(-5)), FIRST_POLL);
+    assert_eq!(poll_interval(SignedDuration::from_secs(4)), Duration::from_secs(1));
+    assert_eq!(poll_interval(SignedDuration::from_secs(3600)), MAX_POLL);
+}
