@@ -3,4 +3,5 @@
 //! reconcilers around them only read, call and write.
 
 pub mod conditions;
+pub mod proxmoxcluster;
 pub mod vrouterconfig;
