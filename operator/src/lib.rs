@@ -4,4 +4,5 @@
 
 pub mod conditions;
 pub mod proxmoxcluster;
+pub mod vrouterbinding;
 pub mod vrouterconfig;
