@@ -94,7 +94,8 @@ pub struct KubeconfigRef {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProxmoxConfig {
-    /// VMID of the VM on the Proxmox cluster.
+    /// VMID of the VM on the Proxmox cluster (Proxmox allots 100 to 999999999).
+    #[schemars(range(min = 100, max = 999_999_999))]
     pub vmid: i64,
     /// The ProxmoxCluster holding endpoints and credentials; same namespace only.
     pub cluster_ref: NameRef,
@@ -110,6 +111,7 @@ pub struct DaemonConfig {
     pub agent_id: String,
     /// Longest time an apply may take before it is reported failed.
     #[serde(default = "default_daemon_timeout")]
+    #[schemars(range(min = 1))]
     pub timeout_seconds: i32,
 }
 
