@@ -6,3 +6,4 @@ pub mod conditions;
 pub mod proxmoxcluster;
 pub mod vrouterbinding;
 pub mod vrouterconfig;
+pub mod webhooks;

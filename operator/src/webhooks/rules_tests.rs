@@ -1,0 +1,270 @@
+//! One table per row of spec §6.2 (the rules that need no API server).
+
+use super::*;
+use serde::de::DeserializeOwned;
+
+fn parse<T: DeserializeOwned>(yaml: &str) -> T {
+    let mut value: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
+    value["metadata"]["namespace"] = "net".into();
+    value["metadata"]["name"] = value["metadata"]["name"].as_str().map_or("obj".into(), Into::into);
+    serde_json::from_value(value).unwrap()
+}
+
+/// Asserts the findings deny exactly the given fields, each message
+/// containing the given text.
+fn assert_denied(findings: &Findings, expected: &[(&str, &str)]) {
+    let got: Vec<_> = findings.denials.iter().map(|v| v.field.as_str()).collect();
+    let want: Vec<_> = expected.iter().map(|(field, _)| *field).collect();
+    assert_eq!(got, want, "{findings:#?}");
+    for (violation, (_, text)) in findings.denials.iter().zip(expected) {
+        assert!(violation.message.contains(text), "{violation}");
+    }
+}
+
+#[test]
+fn target_provider_block_must_match_the_type() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        ("{provider: {kubevirt: {name: vm}}}", &[]),
+        (
+            "{provider: {type: kubevirt}}",
+            &[("spec.provider.kubevirt", "must be set")],
+        ),
+        (
+            "{provider: {kubevirt: {name: ''}}}",
+            &[("spec.provider.kubevirt.name", "must not be empty")],
+        ),
+        (
+            "{provider: {type: proxmox}}",
+            &[("spec.provider.proxmox", "must be set")],
+        ),
+        (
+            "{provider: {type: proxmox, proxmox: {vmid: 100, clusterRef: {name: pve}}}}",
+            &[],
+        ),
+        (
+            "{provider: {type: proxmox, proxmox: {vmid: 100, clusterRef: {name: ''}}}}",
+            &[("spec.provider.proxmox.clusterRef.name", "must not be empty")],
+        ),
+        (
+            "{provider: {type: vrouter-daemon}}",
+            &[("spec.provider.daemon", "must be set")],
+        ),
+        (
+            "{provider: {type: vrouter-daemon, daemon: {address: '', agentID: ''}}}",
+            &[
+                ("spec.provider.daemon.address", "empty"),
+                ("spec.provider.daemon.agentID", "empty"),
+            ],
+        ),
+        (
+            "{provider: {type: vrouter-daemon, daemon: {address: 'd:1', agentID: r1}}}",
+            &[],
+        ),
+    ];
+    for (spec, denied) in cases {
+        let t: VRouterTarget = parse(&format!("metadata: {{name: t}}\nspec: {spec}"));
+        assert_denied(&target(&t), denied);
+    }
+}
+
+#[test]
+fn target_proxmox_cluster_ref_must_stay_in_the_namespace() {
+    let t: VRouterTarget = parse(
+        "metadata: {name: t}\nspec: {provider: {type: proxmox, proxmox: {vmid: 100, clusterRef: {name: pve, namespace: other}}}}",
+    );
+    assert_denied(
+        &target(&t),
+        &[("spec.provider.proxmox.clusterRef.namespace", "\"other\"")],
+    );
+    let same: VRouterTarget = parse(
+        "metadata: {name: t}\nspec: {provider: {type: proxmox, proxmox: {vmid: 100, clusterRef: {name: pve, namespace: net}}}}",
+    );
+    assert!(target(&same).is_allowed());
+}
+
+#[test]
+fn target_kubevirt_namespace_stays_free() {
+    let t: VRouterTarget =
+        parse("metadata: {name: t}\nspec: {provider: {kubevirt: {name: vm, namespace: production}}}");
+    assert!(target(&t).is_allowed());
+}
+
+#[test]
+fn target_a_block_of_another_provider_is_a_warning() {
+    let t: VRouterTarget = parse(
+        "metadata: {name: t}\nspec: {provider: {kubevirt: {name: vm}, proxmox: {vmid: 100, clusterRef: {name: p}}}}",
+    );
+    let f = target(&t);
+    assert!(f.is_allowed());
+    assert_eq!(f.warnings[0].field, "spec.provider.proxmox");
+}
+
+#[test]
+fn config_target_ref_must_be_named_and_in_the_namespace() {
+    let ok: VRouterConfig = parse("metadata: {name: c}\nspec: {targetRef: {name: t}}");
+    assert!(config(&ok).is_allowed());
+    let cross: VRouterConfig = parse("metadata: {name: c}\nspec: {targetRef: {name: t, namespace: other}}");
+    assert_denied(
+        &config(&cross),
+        &[("spec.targetRef.namespace", "only this object's own namespace")],
+    );
+    let empty: VRouterConfig = parse("metadata: {name: c}\nspec: {targetRef: {name: ''}}");
+    assert_denied(&config(&empty), &[("spec.targetRef.name", "must not be empty")]);
+}
+
+#[test]
+fn status_config_ref_must_be_in_the_namespace() {
+    let cross: VRouterStatus = parse("metadata: {name: s}\nspec: {configRef: {name: c, namespace: other}}");
+    assert_denied(&status(&cross), &[("spec.configRef.namespace", "\"other\"")]);
+    let zero: VRouterStatus = parse("metadata: {name: s}\nspec: {configRef: {name: c}, syncInterval: 0s}");
+    assert_denied(&status(&zero), &[("spec.syncInterval", "greater than zero")]);
+}
+
+#[test]
+fn binding_needs_targets_and_templates() {
+    let none: VRouterBinding = parse("metadata: {name: b}\nspec: {targetRefs: []}");
+    assert_denied(
+        &binding(&none),
+        &[
+            ("spec.targetRefs", "at least one target"),
+            ("spec.templateRefs", "at least one template"),
+        ],
+    );
+    let deprecated: VRouterBinding =
+        parse("metadata: {name: b}\nspec: {templateRef: {name: t}, targetRefs: [{name: a}]}");
+    let f = binding(&deprecated);
+    assert!(f.is_allowed());
+    assert_eq!(f.warnings[0].field, "spec.templateRef");
+}
+
+#[test]
+fn binding_every_reference_must_stay_in_the_namespace() {
+    let b: VRouterBinding = parse(
+        "metadata: {name: b}\nspec: {templateRef: {name: t0, namespace: x}, templateRefs: [{name: t, namespace: x}], \
+         paramsRefs: [{name: p}, {name: q, namespace: x}], targetRefs: [{name: a, namespace: x}]}",
+    );
+    assert_denied(
+        &binding(&b),
+        &[
+            ("spec.templateRef.namespace", "\"x\""),
+            ("spec.templateRefs[0].namespace", "\"x\""),
+            ("spec.paramsRefs[1].namespace", "\"x\""),
+            ("spec.targetRefs[0].namespace", "\"x\""),
+        ],
+    );
+}
+
+#[test]
+fn binding_duplicate_targets_and_overlong_names_are_denied() {
+    let b: VRouterBinding =
+        parse("metadata: {name: b}\nspec: {templateRefs: [{name: t}], targetRefs: [{name: a}, {name: c}, {name: a}]}");
+    assert_denied(&binding(&b), &[("spec.targetRefs[2]", "duplicates spec.targetRefs[0]")]);
+    let long = "x".repeat(252);
+    let b: VRouterBinding = parse(&format!(
+        "metadata: {{name: b}}\nspec: {{templateRefs: [{{name: t}}], targetRefs: [{{name: {long}}}]}}"
+    ));
+    assert_denied(&binding(&b), &[("spec.targetRefs[0].name", "exceed 253")]);
+}
+
+#[test]
+fn binding_rollout_checks_only_the_selected_mode() {
+    let base = "metadata: {name: b}\nspec: {templateRefs: [{name: t}], targetRefs: [{name: a}], rollout: ";
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        // Disabled, {} and absent never block, whatever else is set.
+        ("{}}", &[]),
+        ("{mode: Disabled, pollInterval: -5s, waitInterval: 0s}}", &[]),
+        ("{pollInterval: -5s}}", &[]),
+        (
+            "{mode: FixedInterval}}",
+            &[("spec.rollout.waitInterval", "greater than zero")],
+        ),
+        (
+            "{mode: FixedInterval, waitInterval: 0s}}",
+            &[("spec.rollout.waitInterval", "greater than zero")],
+        ),
+        (
+            "{mode: FixedInterval, waitInterval: -1s}}",
+            &[("spec.rollout.waitInterval", "greater than zero")],
+        ),
+        // FixedInterval ignores WaitForApplied's fields.
+        ("{mode: FixedInterval, waitInterval: 1m, pollInterval: -1s}}", &[]),
+        ("{mode: WaitForApplied}}", &[]),
+        ("{mode: WaitForApplied, pollInterval: 0s, waitAfterApplied: 0s}}", &[]),
+        (
+            "{mode: WaitForApplied, pollInterval: -1s}}",
+            &[("spec.rollout.pollInterval", "negative")],
+        ),
+        (
+            "{mode: WaitForApplied, waitAfterApplied: -1s}}",
+            &[("spec.rollout.waitAfterApplied", "negative")],
+        ),
+        // WaitForApplied ignores FixedInterval's field.
+        ("{mode: WaitForApplied, waitInterval: -1s}}", &[]),
+    ];
+    for (rollout, denied) in cases {
+        let b: VRouterBinding = parse(&format!("{base}{rollout}"));
+        assert_denied(&binding(&b), denied);
+    }
+}
+
+#[test]
+fn proxmox_cluster_endpoints_interval_and_credentials() {
+    let ok = "{endpoints: ['https://pve1.example.com:8006'], credentialsRef: {name: creds}}";
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (ok, &[]),
+        (
+            "{endpoints: [], credentialsRef: {name: creds}}",
+            &[("spec.endpoints", "at least one")],
+        ),
+        (
+            "{endpoints: ['https://a:8006', ''], credentialsRef: {name: creds}}",
+            &[("spec.endpoints[1]", "must not be empty")],
+        ),
+        (
+            "{endpoints: ['pve1:8006'], credentialsRef: {name: creds}}",
+            &[("spec.endpoints[0]", "not an https:// URL")],
+        ),
+        (
+            "{endpoints: ['https://a'], credentialsRef: {name: creds}, syncInterval: 0s}",
+            &[("spec.syncInterval", "greater than zero")],
+        ),
+        (
+            "{endpoints: ['https://a'], credentialsRef: {name: creds}, syncInterval: -1m}",
+            &[("spec.syncInterval", "greater than zero")],
+        ),
+        (
+            "{endpoints: ['https://a'], credentialsRef: {name: ''}}",
+            &[("spec.credentialsRef.name", "must not be empty")],
+        ),
+    ];
+    for (spec, denied) in cases {
+        let p: ProxmoxCluster = parse(&format!("metadata: {{name: p}}\nspec: {spec}"));
+        assert_denied(&proxmox_cluster(&p), denied);
+    }
+    let insecure: ProxmoxCluster = parse(
+        "metadata: {name: p}\nspec: {endpoints: ['http://a:8006'], credentialsRef: {name: c}, insecureSkipTLSVerify: true}",
+    );
+    let f = proxmox_cluster(&insecure);
+    assert!(f.is_allowed());
+    assert_eq!(f.warnings.len(), 2);
+}
+
+#[test]
+fn denials_are_reported_together_in_one_message() {
+    let none: VRouterBinding = parse("metadata: {name: b}\nspec: {targetRefs: []}");
+    let message = binding(&none).denial_message();
+    assert!(
+        message.starts_with("spec.targetRefs: must list at least one target; spec.templateRefs:"),
+        "{message}"
+    );
+}
+
+#[test]
+fn updates_of_objects_being_deleted_skip_every_rule() {
+    let mut t: VRouterTarget = parse("metadata: {name: t}\nspec: {provider: {type: proxmox}}");
+    assert!(!skip_for_deletion(&t.metadata));
+    t.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    assert!(skip_for_deletion(&t.metadata));
+}
