@@ -3,6 +3,7 @@
 
 mod gen_crds;
 mod test;
+mod testenv_bins;
 
 use std::path::PathBuf;
 
@@ -25,6 +26,8 @@ enum Command {
     },
     /// Prepare everything the suite needs, then run all checks and tests.
     Test,
+    /// Build (when missing) the etcd and kube-apiserver the integration tests run against.
+    Testenv,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,6 +36,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::GenCrds { check } => gen_crds::run(&root, check),
         Command::Test => test::run(&root),
+        Command::Testenv => testenv_bins::run(),
     }
 }
 

@@ -7,6 +7,8 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 pub fn run(root: &Path) -> anyhow::Result<()> {
+    println!("==> test control plane");
+    crate::testenv_bins::run()?;
     step(root, "format", &["fmt", "--all", "--", "--check"])?;
     step(
         root,

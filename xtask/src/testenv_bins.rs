@@ -183,7 +183,15 @@ fn ensure_one(cache: &Path, binary: &GoBinary) -> anyhow::Result<PathBuf> {
     let partial_arg = partial.to_string_lossy().into_owned();
     go(
         &module_dir,
-        &["build", "-trimpath", "-ldflags", &ldflags, "-o", &partial_arg, binary.package],
+        &[
+            "build",
+            "-trimpath",
+            "-ldflags",
+            &ldflags,
+            "-o",
+            &partial_arg,
+            binary.package,
+        ],
     )?;
     check_version(&partial, &(binary.version_banner)())?;
     fs::rename(&partial, &target).with_context(|| format!("moving {} into place", target.display()))?;
@@ -210,7 +218,12 @@ fn download_go_mod(module_dir: &Path, binary: &GoBinary) -> anyhow::Result<Strin
     let scratch_parent = module_dir.parent().unwrap_or(module_dir);
     let output = go_output(
         scratch_parent,
-        &["mod", "download", "-json", &format!("{}@{}", binary.module, binary.version)],
+        &[
+            "mod",
+            "download",
+            "-json",
+            &format!("{}@{}", binary.module, binary.version),
+        ],
     )?;
     let download: Download = serde_json::from_str(&output).context("reading `go mod download -json` output")?;
     if let Some(error) = download.error {
@@ -264,7 +277,12 @@ fn scratch_go_mod(binary: &GoBinary, upstream: &str) -> anyhow::Result<String> {
         .collect();
     if binary.name == KUBE_APISERVER.name {
         // Sanity check against a change of layout upstream: these must be there.
-        for needed in ["k8s.io/api ", "k8s.io/apimachinery ", "k8s.io/apiserver ", "k8s.io/client-go "] {
+        for needed in [
+            "k8s.io/api ",
+            "k8s.io/apimachinery ",
+            "k8s.io/apiserver ",
+            "k8s.io/client-go ",
+        ] {
             if !replaces.iter().any(|r| r.trim_start().starts_with(needed)) {
                 bail!(
                     "the go.mod of {}@{} has no ./staging replace for {}; the recipe needs updating",
@@ -311,9 +329,7 @@ fn go_command(dir: &Path, args: &[&str]) -> Command {
 }
 
 fn go(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
-    let status = go_command(dir, args)
-        .status()
-        .map_err(go_missing)?;
+    let status = go_command(dir, args).status().map_err(go_missing)?;
     if !status.success() {
         bail!("`go {}` in {} failed ({status})", args.join(" "), dir.display());
     }
@@ -355,10 +371,7 @@ fn check_version(binary: &Path, banner: &str) -> anyhow::Result<()> {
         .with_context(|| format!("running {} --version", binary.display()))?;
     let text = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() || !text.contains(banner) {
-        bail!(
-            "{} --version printed {text:?}, expected {banner:?}",
-            binary.display()
-        );
+        bail!("{} --version printed {text:?}, expected {banner:?}", binary.display());
     }
     Ok(())
 }
@@ -372,7 +385,13 @@ mod tests {
     #[test]
     fn staging_replaces_become_published_versions() {
         let go_mod = scratch_go_mod(&KUBE_APISERVER, KUBERNETES_GO_MOD).unwrap();
-        for module in ["k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiserver", "k8s.io/client-go", "k8s.io/kms"] {
+        for module in [
+            "k8s.io/api",
+            "k8s.io/apimachinery",
+            "k8s.io/apiserver",
+            "k8s.io/client-go",
+            "k8s.io/kms",
+        ] {
             assert!(
                 go_mod.contains(&format!("\t{module} => {module} v0.37.2\n")),
                 "{module} missing in:\n{go_mod}"
@@ -381,7 +400,10 @@ mod tests {
         assert!(!go_mod.contains("github.com/x/y"), "{go_mod}");
         assert!(go_mod.contains("\ngo 1.26.0\n"), "{go_mod}");
         assert!(go_mod.contains("require k8s.io/kubernetes v1.37.2\n"), "{go_mod}");
-        assert!(go_mod.contains("tool k8s.io/kubernetes/cmd/kube-apiserver\n"), "{go_mod}");
+        assert!(
+            go_mod.contains("tool k8s.io/kubernetes/cmd/kube-apiserver\n"),
+            "{go_mod}"
+        );
     }
 
     #[test]
@@ -394,8 +416,14 @@ mod tests {
     fn etcd_siblings_are_pinned_and_forbidden_guards_dropped() {
         let upstream = "module go.etcd.io/etcd/server/v3\n\ngo 1.26.0\n\nreplace (\n\tgo.etcd.io/etcd/api/v3 => ../api\n\tgo.etcd.io/etcd/client/v3 => ../client/v3\n)\n\nreplace go.etcd.io/etcd => ./FORBIDDEN_DEPENDENCY\n";
         let go_mod = scratch_go_mod(&ETCD, upstream).unwrap();
-        assert!(go_mod.contains("\tgo.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 v3.6.16\n"), "{go_mod}");
-        assert!(go_mod.contains("\tgo.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 v3.6.16\n"), "{go_mod}");
+        assert!(
+            go_mod.contains("\tgo.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 v3.6.16\n"),
+            "{go_mod}"
+        );
+        assert!(
+            go_mod.contains("\tgo.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 v3.6.16\n"),
+            "{go_mod}"
+        );
         assert!(!go_mod.contains("FORBIDDEN"), "{go_mod}");
     }
 

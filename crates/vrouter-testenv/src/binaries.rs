@@ -1,0 +1,47 @@
+//! Finding the `etcd` and `kube-apiserver` binaries that `cargo xtask testenv` builds.
+
+use std::path::PathBuf;
+
+use crate::Error;
+
+/// The two binaries a control plane runs.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    pub kube_apiserver: PathBuf,
+    pub etcd: PathBuf,
+}
+
+impl Binaries {
+    /// `VROUTER_KUBE_APISERVER` / `VROUTER_ETCD` when set, else the cache's `bin/`.
+    /// Fails, naming the fix, when a binary is missing.
+    pub fn locate() -> Result<Binaries, Error> {
+        Ok(Binaries {
+            kube_apiserver: locate_one("kube-apiserver", "VROUTER_KUBE_APISERVER")?,
+            etcd: locate_one("etcd", "VROUTER_ETCD")?,
+        })
+    }
+}
+
+fn locate_one(name: &'static str, env_var: &'static str) -> Result<PathBuf, Error> {
+    let path = match std::env::var_os(env_var).filter(|v| !v.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => cache_dir()?.join("bin").join(name),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(Error::BinaryMissing { name, env_var, path })
+    }
+}
+
+/// The cache `cargo xtask testenv` builds into: `$VROUTER_TESTENV_CACHE`, else
+/// `$HOME/.cache/vrouter-operator/testenv`.
+pub fn cache_dir() -> Result<PathBuf, Error> {
+    if let Some(dir) = std::env::var_os("VROUTER_TESTENV_CACHE").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .ok_or(Error::NoCacheDir)?;
+    Ok(PathBuf::from(home).join(".cache/vrouter-operator/testenv"))
+}

@@ -1,0 +1,286 @@
+//! The two processes, their data directory and the watchdog that removes them
+//! when the test process goes away without dropping them.
+
+use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use crate::certs::Certs;
+use crate::{Binaries, Error};
+
+/// The service CIDR is only a label for ClusterIP allocation: nothing here
+/// routes to it and nothing dials it.
+const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
+
+/// Runs `etcd` and `kube-apiserver`; stops them and removes the data directory on drop.
+pub(crate) struct ControlPlane {
+    dir: PathBuf,
+    /// `None` only while starting; a half-started plane is cleaned up by `Drop` too.
+    etcd: Option<Child>,
+    apiserver: Option<Child>,
+    apiserver_port: u16,
+    watchdog: Option<Watchdog>,
+}
+
+impl ControlPlane {
+    /// Writes the key material into a new temporary directory and starts both
+    /// processes on free loopback ports. Does not wait for readiness.
+    pub fn spawn(binaries: &Binaries, certs: &Certs) -> Result<ControlPlane, Error> {
+        let dir = tempfile::Builder::new()
+            .prefix("vrouter-testenv-")
+            .tempdir()
+            .map_err(Error::io("creating the testenv data directory"))?
+            .keep();
+        let watchdog = match Watchdog::spawn(&dir) {
+            Ok(watchdog) => watchdog,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        // From here on, an early return drops `plane`, which cleans up.
+        let mut plane = ControlPlane {
+            dir,
+            etcd: None,
+            apiserver: None,
+            apiserver_port: 0,
+            watchdog: Some(watchdog),
+        };
+        let dir = plane.dir.clone();
+        let write = |name: &str, text: &str| -> Result<PathBuf, Error> {
+            let path = dir.join(name);
+            fs::write(&path, text).map_err(Error::io(format!("writing {}", path.display())))?;
+            Ok(path)
+        };
+        let apiserver_crt = write("apiserver.crt", &certs.apiserver.cert_pem)?;
+        let apiserver_key = write("apiserver.key", &certs.apiserver.key_pem)?;
+        let sa_key = write("service-account.key", &certs.service_account_key_pem)?;
+        let sa_pub = write("service-account.pub", &certs.service_account_pub_pem)?;
+        let tokens = write(
+            "tokens.csv",
+            &format!(
+                "{},vrouter-testenv-admin,vrouter-testenv-admin,system:masters\n",
+                certs.admin_token
+            ),
+        )?;
+        let [etcd_port, peer_port, apiserver_port] = free_ports()?;
+        plane.apiserver_port = apiserver_port;
+
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let mut etcd = Command::new(&binaries.etcd);
+        etcd.args([
+            "--name=testenv".to_owned(),
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=testenv={peer_url}"),
+            // The data is thrown away; fsync only costs time.
+            "--unsafe-no-fsync".to_owned(),
+            "--log-level=warn".to_owned(),
+        ]);
+        plane.etcd = Some(plane.spawn_logged("etcd", &mut etcd, "etcd.log")?);
+
+        let mut apiserver = Command::new(&binaries.kube_apiserver);
+        apiserver.args([
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--secure-port={apiserver_port}"),
+            // Loopback may not back the `kubernetes` Service's endpoints.
+            "--endpoint-reconciler-type=none".to_owned(),
+            format!("--cert-dir={}", dir.join("apiserver-certs").display()),
+            format!("--tls-cert-file={}", apiserver_crt.display()),
+            format!("--tls-private-key-file={}", apiserver_key.display()),
+            format!("--token-auth-file={}", tokens.display()),
+            format!("--service-account-issuer=https://127.0.0.1:{apiserver_port}"),
+            format!("--service-account-key-file={}", sa_pub.display()),
+            format!("--service-account-signing-key-file={}", sa_key.display()),
+            format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
+            "--authorization-mode=RBAC".to_owned(),
+            // No controller-manager creates `default` ServiceAccounts.
+            "--disable-admission-plugins=ServiceAccount".to_owned(),
+            "--allow-privileged=true".to_owned(),
+            "--enable-priority-and-fairness=false".to_owned(),
+            "--profiling=false".to_owned(),
+        ]);
+        plane.apiserver = Some(plane.spawn_logged("kube-apiserver", &mut apiserver, "kube-apiserver.log")?);
+        Ok(plane)
+    }
+
+    /// Starts `command` in a process group of its own, output to `log_name` in
+    /// the data directory, and puts the group under the watchdog.
+    fn spawn_logged(&mut self, name: &str, command: &mut Command, log_name: &str) -> Result<Child, Error> {
+        let log = self.dir.join(log_name);
+        let out = File::create(&log).map_err(Error::io(format!("creating {}", log.display())))?;
+        let err = out
+            .try_clone()
+            .map_err(Error::io(format!("opening {}", log.display())))?;
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            // Own group: a terminal's Ctrl-C reaches the test runner, not these,
+            // and the watchdog can kill the group as a whole.
+            .process_group(0)
+            .spawn()
+            .map_err(Error::io(format!(
+                "starting {name} ({})",
+                command.get_program().to_string_lossy()
+            )))?;
+        let watchdog = self.watchdog.as_mut().expect("the watchdog lives as long as the plane");
+        if let Err(e) = watchdog.guard_group(child.id()) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+        Ok(child)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn apiserver_port(&self) -> u16 {
+        self.apiserver_port
+    }
+
+    /// The process ids of etcd and kube-apiserver.
+    pub fn pids(&self) -> (u32, u32) {
+        let pid = |c: &Option<Child>| c.as_ref().map_or(0, Child::id);
+        (pid(&self.etcd), pid(&self.apiserver))
+    }
+
+    /// Fails with the log tail when either process has exited.
+    pub fn check_running(&mut self) -> Result<(), Error> {
+        for (name, child, log) in [
+            ("etcd", &mut self.etcd, "etcd.log"),
+            ("kube-apiserver", &mut self.apiserver, "kube-apiserver.log"),
+        ] {
+            if let Some(Ok(Some(status))) = child.as_mut().map(Child::try_wait) {
+                return Err(Error::ExitedEarly {
+                    name,
+                    status,
+                    log_tail: log_tail(&self.dir.join(log)),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn apiserver_log_tail(&self) -> String {
+        log_tail(&self.dir.join("kube-apiserver.log"))
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // The API server first, so it does not log a storm of etcd errors.
+        for child in [self.apiserver.as_mut(), self.etcd.as_mut()].into_iter().flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.release();
+        }
+    }
+}
+
+/// Three distinct free loopback ports. They are free when returned, not
+/// reserved: a start that loses a race for one is retried by the caller.
+fn free_ports() -> Result<[u16; 3], Error> {
+    let bind = || TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(Error::io("finding a free loopback port"));
+    let listeners = [bind()?, bind()?, bind()?];
+    let mut ports = [0u16; 3];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr().map_err(Error::io("reading a bound port"))?.port();
+    }
+    Ok(ports)
+}
+
+/// The last lines of a log file, for error messages.
+fn log_tail(path: &Path) -> String {
+    const TAIL_BYTES: u64 = 4096;
+    let Ok(mut file) = File::open(path) else {
+        return format!("(no log at {})", path.display());
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)));
+    let mut bytes = Vec::new();
+    let _ = file.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(25)..].join("\n")
+}
+
+/// Kills the guarded process groups and removes the directory when its stdin
+/// reaches end-of-file without a `release` line first — that is, when the test
+/// process has gone away, however it ended. Arguments: `$1` the directory.
+const WATCHDOG_SCRIPT: &str = r#"
+dir=$1
+groups=
+while read -r word arg; do
+    case $word in
+        group) groups="$groups $arg" ;;
+        release) exit 0 ;;
+    esac
+done
+for g in $groups; do kill -9 -"$g" 2>/dev/null; done
+n=0
+while [ "$n" -lt 50 ]; do
+    alive=
+    for g in $groups; do kill -0 -"$g" 2>/dev/null && alive=1; done
+    [ -z "$alive" ] && break
+    sleep 0.1
+    n=$((n + 1))
+done
+rm -rf -- "$dir"
+"#;
+
+/// The `sh` process running [`WATCHDOG_SCRIPT`]. Only this process holds the
+/// pipe's write end (std opens pipes close-on-exec), so the children we start
+/// later do not keep it open.
+struct Watchdog {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl Watchdog {
+    fn spawn(dir: &Path) -> Result<Watchdog, Error> {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(WATCHDOG_SCRIPT)
+            .arg("vrouter-testenv-watchdog")
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own group, so Ctrl-C on the test run leaves it alive to clean up.
+            .process_group(0)
+            .spawn()
+            .map_err(Error::io("starting the testenv watchdog (sh)"))?;
+        let stdin = child.stdin.take();
+        Ok(Watchdog { child, stdin })
+    }
+
+    fn guard_group(&mut self, pgid: u32) -> Result<(), Error> {
+        let stdin = self.stdin.as_mut().expect("stdin is held until release");
+        writeln!(stdin, "group {pgid}")
+            .and_then(|()| stdin.flush())
+            .map_err(Error::io("registering a process group with the watchdog"))
+    }
+
+    /// Tells the watchdog the cleanup is done and waits for it to exit.
+    fn release(mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = writeln!(stdin, "release");
+        }
+        let _ = self.child.wait();
+    }
+}
