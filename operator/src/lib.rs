@@ -1,9 +1,15 @@
 //! The vrouter operator: controllers and admission webhooks wired around the
-//! `vrouter-*` libraries. Decisions live in pure `decide` modules; the
-//! reconcilers around them only read, call and write.
+//! `vrouter-*` libraries. Decisions live in pure `decide`/`plan`/`rules`
+//! modules; the code around them only reads, calls and writes.
 
+pub mod cli;
 pub mod conditions;
+pub mod http;
+pub mod leader;
+pub mod metrics;
 pub mod proxmoxcluster;
+pub mod telemetry;
+pub mod tls;
 pub mod vrouterbinding;
 pub mod vrouterconfig;
 pub mod webhooks;

@@ -1,5 +1,8 @@
-//! Validating admission webhooks (spec §6). `rules` holds the checks that need
-//! only the object; the server and the reference checks arrive with the
-//! operator binary.
+//! Validating admission webhooks (spec §6): `rules` checks an object on its
+//! own, `references` asks the API server about what it references, `review`
+//! answers an AdmissionReview, `server` serves them over TLS.
 
+pub mod references;
+pub mod review;
 pub mod rules;
+pub mod server;

@@ -1,0 +1,93 @@
+//! Command-line flags; each also reads an environment variable so the
+//! Deployment can set them either way.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use vrouter_api::Duration;
+
+use crate::telemetry::LogFormat;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "vrouter-operator",
+    version,
+    about = "Keeps VyOS and DozenOS routers configured as declared"
+)]
+pub struct Args {
+    /// Where /metrics, /healthz and /readyz are served (plain HTTP).
+    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+
+    /// Serve the validating admission webhooks.
+    #[arg(long, env = "ENABLE_WEBHOOKS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_webhooks: bool,
+
+    /// Where the webhooks are served (HTTPS).
+    #[arg(long, env = "WEBHOOK_ADDR", default_value = "0.0.0.0:9443")]
+    pub webhook_addr: SocketAddr,
+
+    /// Directory holding the webhook serving certificate as tls.crt and tls.key
+    /// (a cert-manager Secret mount); reloaded when the files change.
+    #[arg(
+        long,
+        env = "WEBHOOK_CERT_DIR",
+        default_value = "/tmp/k8s-webhook-server/serving-certs"
+    )]
+    pub webhook_cert_dir: PathBuf,
+
+    /// Compete for a Lease so that only one replica reconciles.
+    #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+
+    #[arg(long, env = "LEASE_NAME", default_value = "vrouter-operator")]
+    pub lease_name: String,
+
+    /// Namespace of the Lease; the pod's own namespace in a cluster.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "vrouter-system")]
+    pub lease_namespace: String,
+
+    /// This replica's identity in the election; the pod name in a cluster.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    /// How long a leader's lease lasts without renewal.
+    #[arg(long, env = "LEASE_DURATION", default_value = "15s")]
+    pub lease_duration: Duration,
+
+    /// The longest an apply may run before the config is marked Failed.
+    #[arg(long, env = "APPLY_TIMEOUT", default_value = "5m")]
+    pub apply_timeout: Duration,
+
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_production_ready() {
+        let args = Args::try_parse_from(["vrouter-operator"]).unwrap();
+        assert!(args.enable_webhooks && args.leader_elect);
+        assert_eq!(args.apply_timeout, Duration::from_secs(300));
+        assert_eq!(args.lease_duration, Duration::from_secs(15));
+    }
+
+    #[test]
+    fn webhooks_can_be_disabled_and_durations_are_go_strings() {
+        let args = Args::try_parse_from([
+            "vrouter-operator",
+            "--enable-webhooks=false",
+            "--apply-timeout",
+            "1m30s",
+        ])
+        .unwrap();
+        assert!(!args.enable_webhooks);
+        assert_eq!(args.apply_timeout, Duration::from_secs(90));
+        let err = Args::try_parse_from(["vrouter-operator", "--apply-timeout", "soon"]).unwrap_err();
+        assert!(err.to_string().contains("invalid duration \"soon\""), "{err}");
+    }
+}

@@ -1,0 +1,36 @@
+//! Leader election on a `coordination.k8s.io` Lease, so that of several
+//! replicas only one reconciles at a time. Webhooks are served by every
+//! replica; only controllers wait for the lease.
+
+use std::time::Duration;
+
+use kube::Client;
+use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use tokio::sync::watch;
+
+/// Settings of the election.
+#[derive(Clone, Debug)]
+pub struct Election {
+    pub lease_name: String,
+    pub namespace: String,
+    /// Unique per replica: the pod name in a cluster.
+    pub identity: String,
+    /// How long a lease is valid without renewal: the longest a dead
+    /// leader blocks the others.
+    pub duration: Duration,
+}
+
+/// Starts competing for the lease. The receiver turns `true` while this
+/// replica leads; dropping it releases the lease.
+pub async fn campaign(client: Client, election: &Election) -> anyhow::Result<watch::Receiver<bool>> {
+    let duration = election.duration.as_secs().max(2);
+    // Renew well before expiry: a third of the duration is left as grace.
+    let grace = (duration / 3).max(1);
+    let manager = LeaseManagerBuilder::new(client, &election.lease_name)
+        .with_namespace(&election.namespace)
+        .with_parameters(LeaseParams::new(&election.identity, duration, grace))
+        .build()
+        .await?;
+    let (leading, _task) = manager.watch().await;
+    Ok(leading)
+}

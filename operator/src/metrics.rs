@@ -1,0 +1,160 @@
+//! Prometheus metrics of the operator, served on `/metrics`.
+//!
+//! Names follow Prometheus conventions (`_total` counters, `_seconds`
+//! histograms) under the `vrouter_` prefix; `docs/operations.md` lists them
+//! with the alerts worth setting on them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    pub kind: String,
+    pub allowed: bool,
+}
+
+fn duration_histogram() -> Histogram {
+    // 10 ms .. ~82 s: reconciles are usually milliseconds, applies seconds.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.01, 2.0, 14,
+    ))
+}
+
+/// Every metric of the operator, cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    pub reconciles: Family<ControllerLabels, Counter>,
+    pub reconcile_errors: Family<ControllerLabels, Counter>,
+    pub reconcile_duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    /// Applies that ended, by result: applied, failed, timeout, lost.
+    pub applies: Family<ResultLabels, Counter>,
+    /// Rollout decisions, by state: in_progress, halted, completed.
+    pub rollouts: Family<StateLabels, Counter>,
+    /// From dispatch of an apply to the poll that saw it finish.
+    pub exec_poll_latency: Histogram,
+    pub admission_reviews: Family<WebhookLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("vrouter");
+        let reconciles = Family::<ControllerLabels, Counter>::default();
+        let reconcile_errors = Family::<ControllerLabels, Counter>::default();
+        let reconcile_duration =
+            Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(duration_histogram);
+        let applies = Family::<ResultLabels, Counter>::default();
+        let rollouts = Family::<StateLabels, Counter>::default();
+        let exec_poll_latency = duration_histogram();
+        let admission_reviews = Family::<WebhookLabels, Counter>::default();
+        registry.register("reconciles", "Reconciles started, by controller", reconciles.clone());
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that returned an error, by controller",
+            reconcile_errors.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time spent in one reconcile, by controller",
+            reconcile_duration.clone(),
+        );
+        registry.register("applies", "Applies that finished, by result", applies.clone());
+        registry.register(
+            "rollout_decisions",
+            "Rollout walk decisions, by state",
+            rollouts.clone(),
+        );
+        registry.register(
+            "apply_observed_seconds",
+            "Time from dispatching an apply to observing its end",
+            exec_poll_latency.clone(),
+        );
+        registry.register(
+            "admission_reviews",
+            "Admission reviews answered, by kind and outcome",
+            admission_reviews.clone(),
+        );
+        Metrics {
+            registry: Arc::new(registry),
+            reconciles,
+            reconcile_errors,
+            reconcile_duration,
+            applies,
+            rollouts,
+            exec_poll_latency,
+            admission_reviews,
+        }
+    }
+
+    /// Records one reconcile of `controller` that took `took`.
+    pub fn reconciled(&self, controller: &'static str, took: Duration, failed: bool) {
+        let labels = ControllerLabels { controller };
+        self.reconciles.get_or_create(&labels).inc();
+        self.reconcile_duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if failed {
+            self.reconcile_errors.get_or_create(&labels).inc();
+        }
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_appear_in_the_exposition_with_their_labels() {
+        let m = Metrics::new();
+        m.reconciled("vrouterconfig", Duration::from_millis(20), true);
+        m.applies.get_or_create(&ResultLabels { result: "applied" }).inc();
+        let text = m.encode();
+        assert!(
+            text.contains("vrouter_reconciles_total{controller=\"vrouterconfig\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vrouter_reconcile_errors_total{controller=\"vrouterconfig\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("vrouter_applies_total{result=\"applied\"} 1"), "{text}");
+        assert!(
+            text.contains("vrouter_reconcile_duration_seconds_count{controller=\"vrouterconfig\"} 1"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! The admission checks that need the API server: referenced objects must
+//! exist, and a VRouterTarget or VRouterParams still referenced must not be
+//! deleted. Both fail closed: when the API server cannot answer, the request
+//! is denied rather than let through unchecked.
+
+use kube::api::{Api, ListParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use vrouter_api::{
+    NameRef, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate,
+};
+
+use super::rules::Violation;
+
+/// Bindings and configs that still point at the target `name` in `namespace`.
+/// Objects already being deleted still count: their finalizer may yet run a
+/// reconcile that needs the target.
+pub fn target_referrers(
+    name: &str,
+    namespace: &str,
+    bindings: &[VRouterBinding],
+    configs: &[VRouterConfig],
+) -> Vec<String> {
+    let points_here = |r: &NameRef| r.name == name && r.resolve_namespace(namespace) == namespace;
+    let from_bindings = bindings
+        .iter()
+        .filter(|b| b.spec.target_refs.iter().any(points_here))
+        .map(|b| format!("VRouterBinding {:?}", b.metadata.name.as_deref().unwrap_or("")));
+    let from_configs = configs
+        .iter()
+        .filter(|c| points_here(&c.spec.target_ref))
+        .map(|c| format!("VRouterConfig {:?}", c.metadata.name.as_deref().unwrap_or("")));
+    from_bindings.chain(from_configs).collect()
+}
+
+/// Bindings that still merge the params `name` in `namespace`.
+pub fn params_referrers(name: &str, namespace: &str, bindings: &[VRouterBinding]) -> Vec<String> {
+    bindings
+        .iter()
+        .filter(|b| {
+            b.spec
+                .params_refs
+                .iter()
+                .any(|r| r.name == name && r.resolve_namespace(namespace) == namespace)
+        })
+        .map(|b| format!("VRouterBinding {:?}", b.metadata.name.as_deref().unwrap_or("")))
+        .collect()
+}
+
+/// The denial for a still-referenced object: one referrer by name, and how
+/// many more, so the message stays short with a thousand referrers.
+pub fn still_referenced(kind: &str, name: &str, referrers: &[String]) -> Option<String> {
+    let first = referrers.first()?;
+    let more = match referrers.len() - 1 {
+        0 => String::new(),
+        1 => " and 1 other".to_owned(),
+        n => format!(" and {n} others"),
+    };
+    Some(format!(
+        "{kind} {name:?} is still referenced by {first}{more}; remove the references first"
+    ))
+}
+
+async fn list_all<K>(client: &Client, namespace: &str) -> Result<Vec<K>, String>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    Api::<K>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .map_err(|e| format!("could not list {} to check references: {e}", K::plural(&())))
+}
+
+/// Whether deleting the target may proceed; `Err` is the denial message.
+pub async fn check_target_delete(client: &Client, name: &str, namespace: &str) -> Result<(), String> {
+    let bindings = list_all::<VRouterBinding>(client, namespace).await?;
+    let configs = list_all::<VRouterConfig>(client, namespace).await?;
+    let referrers = target_referrers(name, namespace, &bindings, &configs);
+    still_referenced("VRouterTarget", name, &referrers).map_or(Ok(()), Err)
+}
+
+/// Whether deleting the params may proceed; `Err` is the denial message.
+pub async fn check_params_delete(client: &Client, name: &str, namespace: &str) -> Result<(), String> {
+    let bindings = list_all::<VRouterBinding>(client, namespace).await?;
+    let referrers = params_referrers(name, namespace, &bindings);
+    still_referenced("VRouterParams", name, &referrers).map_or(Ok(()), Err)
+}
+
+async fn exists<K>(client: &Client, namespace: &str, name: &str) -> Result<bool, String>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    Api::<K>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map(|o| o.is_some())
+        .map_err(|e| format!("could not look up {} {name:?}: {e}", K::kind(&())))
+}
+
+/// Checks that each `(field, ref)` names an existing `K` in `namespace`.
+/// References that leave the namespace are skipped: the rules deny them already.
+async fn check_exist<K>(client: &Client, namespace: &str, refs: &[(String, &NameRef)], out: &mut Vec<Violation>)
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    for (field, r) in refs {
+        if r.name.is_empty() || r.crosses_namespace(namespace) {
+            continue;
+        }
+        match exists::<K>(client, namespace, &r.name).await {
+            Ok(true) => {}
+            Ok(false) => out.push(Violation {
+                field: format!("{field}.name"),
+                message: format!(
+                    "{} {:?} does not exist in namespace {namespace:?}",
+                    K::kind(&()),
+                    r.name
+                ),
+            }),
+            Err(message) => out.push(Violation {
+                field: field.clone(),
+                message,
+            }),
+        }
+    }
+}
+
+/// Missing references of a binding, one violation per missing object.
+pub async fn binding_references(client: &Client, b: &VRouterBinding) -> Vec<Violation> {
+    let namespace = b.metadata.namespace.as_deref().unwrap_or("");
+    let all = crate::vrouterbinding::plan::references(b);
+    let of = |prefix: &str| -> Vec<(String, &NameRef)> {
+        all.iter()
+            .filter(|(field, _)| field.starts_with(prefix))
+            .map(|(field, r)| (field.clone(), *r))
+            .collect()
+    };
+    let mut out = Vec::new();
+    check_exist::<VRouterTemplate>(client, namespace, &of("spec.templateRef"), &mut out).await;
+    check_exist::<VRouterParams>(client, namespace, &of("spec.paramsRefs"), &mut out).await;
+    check_exist::<VRouterTarget>(client, namespace, &of("spec.targetRefs"), &mut out).await;
+    out
+}
+
+pub async fn config_references(client: &Client, c: &VRouterConfig) -> Vec<Violation> {
+    let namespace = c.metadata.namespace.as_deref().unwrap_or("");
+    let mut out = Vec::new();
+    let refs = [("spec.targetRef".to_owned(), &c.spec.target_ref)];
+    check_exist::<VRouterTarget>(client, namespace, &refs, &mut out).await;
+    out
+}
+
+pub async fn status_references(client: &Client, s: &VRouterStatus) -> Vec<Violation> {
+    let namespace = s.metadata.namespace.as_deref().unwrap_or("");
+    let mut out = Vec::new();
+    let refs = [("spec.configRef".to_owned(), &s.spec.config_ref)];
+    check_exist::<VRouterConfig>(client, namespace, &refs, &mut out).await;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binding(name: &str, targets: &[&str], params: &[&str]) -> VRouterBinding {
+        let mut b = VRouterBinding::new(name, Default::default());
+        b.spec.target_refs = targets.iter().map(|t| NameRef::new(*t)).collect();
+        b.spec.params_refs = params.iter().map(|p| NameRef::new(*p)).collect();
+        b
+    }
+
+    fn config(name: &str, target: &str) -> VRouterConfig {
+        let mut c = VRouterConfig::new(name, Default::default());
+        c.spec.target_ref = NameRef::new(target);
+        c
+    }
+
+    #[test]
+    fn target_referrers_come_from_bindings_and_configs() {
+        let bindings = [binding("b1", &["a", "x"], &[]), binding("b2", &["x"], &[])];
+        let configs = [config("c1", "a"), config("c2", "x")];
+        assert_eq!(
+            target_referrers("a", "net", &bindings, &configs),
+            ["VRouterBinding \"b1\"", "VRouterConfig \"c1\""]
+        );
+        assert!(target_referrers("unused", "net", &bindings, &configs).is_empty());
+    }
+
+    #[test]
+    fn a_reference_into_another_namespace_does_not_protect_this_one() {
+        let mut b = binding("b1", &[], &[]);
+        b.spec.target_refs = vec![NameRef {
+            namespace: "other".into(),
+            name: "a".into(),
+        }];
+        assert!(target_referrers("a", "net", &[b], &[]).is_empty());
+    }
+
+    #[test]
+    fn terminating_referrers_still_count() {
+        let mut b = binding("b1", &["a"], &["p"]);
+        b.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert_eq!(target_referrers("a", "net", std::slice::from_ref(&b), &[]).len(), 1);
+        assert_eq!(params_referrers("p", "net", &[b]).len(), 1);
+    }
+
+    #[test]
+    fn the_denial_names_one_referrer_and_counts_the_rest() {
+        assert_eq!(still_referenced("VRouterParams", "p", &[]), None);
+        let one = still_referenced("VRouterParams", "p", &["VRouterBinding \"b\"".into()]).unwrap();
+        assert_eq!(
+            one,
+            "VRouterParams \"p\" is still referenced by VRouterBinding \"b\"; remove the references first"
+        );
+        let many: Vec<String> = (0..4).map(|i| format!("VRouterBinding \"b{i}\"")).collect();
+        let text = still_referenced("VRouterTarget", "t", &many).unwrap();
+        assert!(text.contains("by VRouterBinding \"b0\" and 3 others"), "{text}");
+    }
+}
