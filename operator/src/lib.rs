@@ -12,4 +12,5 @@ pub mod telemetry;
 pub mod tls;
 pub mod vrouterbinding;
 pub mod vrouterconfig;
+pub mod vrouterstatus;
 pub mod webhooks;

@@ -1,0 +1,276 @@
+//! Drift detection (the VRouterStatus proposal) as pure decisions: when to
+//! take a new baseline, whether the router drifted, and whether to send its
+//! VRouterConfig back to Pending so it is applied again.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use sha2::{Digest, Sha256};
+use vrouter_api::constants::{condition, reason};
+use vrouter_api::{Phase, VRouterStatusStatus};
+
+use crate::conditions::{self, Wanted};
+
+/// `sha256:<hex>` of a config's bytes.
+pub fn config_hash(content: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(content)))
+}
+
+/// What was read from the router in this sync.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reading {
+    pub startup_hash: String,
+    /// Empty when the running config could not be read (a warning, not a failure).
+    pub running_hash: String,
+}
+
+/// The VRouterConfig as drift detection sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigView {
+    pub phase: Phase,
+    pub last_applied_time: Option<Time>,
+    pub paused: bool,
+}
+
+/// The outcome of one sync.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sync {
+    pub status: VRouterStatusStatus,
+    /// Send the VRouterConfig back to Pending so it is applied again.
+    pub reset_config: bool,
+    /// Drift newly seen in this sync (for an event).
+    pub drift_started: bool,
+}
+
+/// Decides one successful sync (the proposal's steps 6–8).
+pub fn on_read(status: &VRouterStatusStatus, config: &ConfigView, reading: &Reading, now: Timestamp) -> Sync {
+    let mut status = status.clone();
+    let was_drifted = status.drift_detected;
+    status.startup_config_hash = reading.startup_hash.clone();
+    status.running_config_hash = reading.running_hash.clone();
+    status.last_fetch_time = Some(Time(now));
+    status.message = String::new();
+    let applied_since_baseline = match (&config.last_applied_time, &status.last_baseline_time) {
+        (Some(applied), Some(baseline)) => applied.0 > baseline.0,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let mut reset_config = false;
+    if applied_since_baseline {
+        // The config just applied is the new reference: whatever the router
+        // holds now is what the operator put there. The baseline is stamped
+        // with the apply's own time, so "applied since" compares like with like.
+        status.baseline_hash = reading.startup_hash.clone();
+        status.last_baseline_time = config.last_applied_time.clone();
+        status.drift_detected = false;
+    } else if status.baseline_hash.is_empty() {
+        // Never applied: there is nothing to drift from.
+        status.drift_detected = false;
+    } else {
+        status.drift_detected = reading.startup_hash != status.baseline_hash;
+        // Only a settled Applied config is reset: Applying is already
+        // re-applying, and Failed or Pending are left to the user and the
+        // config controller.
+        reset_config = status.drift_detected && !config.paused && config.phase == Phase::Applied;
+        if status.drift_detected && config.paused {
+            status.message = "drift detected; not repaired while the VRouterConfig is paused".into();
+        }
+    }
+    conditions::set(
+        &mut status.conditions,
+        Wanted {
+            type_: condition::SYNCED,
+            status: true,
+            reason: reason::SYNC_SUCCEEDED,
+            message: String::new(),
+            observed_generation: None,
+        },
+        now,
+    );
+    Sync {
+        drift_started: status.drift_detected && !was_drifted,
+        status,
+        reset_config,
+    }
+}
+
+/// A read from the router failed: say so, keep the last known hashes.
+pub fn on_read_failed(status: &VRouterStatusStatus, error: &str, now: Timestamp) -> VRouterStatusStatus {
+    let mut status = status.clone();
+    status.message = format!("could not read the router's config: {error}");
+    conditions::set(
+        &mut status.conditions,
+        Wanted {
+            type_: condition::SYNCED,
+            status: false,
+            reason: reason::SYNC_FAILED,
+            message: status.message.clone(),
+            observed_generation: None,
+        },
+        now,
+    );
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).unwrap()
+    }
+
+    fn reading(startup: &str) -> Reading {
+        Reading {
+            startup_hash: config_hash(startup.as_bytes()),
+            running_hash: config_hash(b"running"),
+        }
+    }
+
+    fn config(phase: Phase, applied_at: Option<i64>, paused: bool) -> ConfigView {
+        ConfigView {
+            phase,
+            last_applied_time: applied_at.map(|s| Time(at(s))),
+            paused,
+        }
+    }
+
+    /// Status right after a baseline of `startup` taken for the apply at t=10.
+    fn baselined(startup: &str) -> VRouterStatusStatus {
+        on_read(
+            &Default::default(),
+            &config(Phase::Applied, Some(10), false),
+            &reading(startup),
+            at(11),
+        )
+        .status
+    }
+
+    #[test]
+    fn hashes_are_sha256_with_a_prefix() {
+        assert_eq!(
+            config_hash(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn step6_a_new_apply_takes_a_new_baseline() {
+        let s = baselined("A");
+        assert_eq!(s.baseline_hash, config_hash(b"A"));
+        assert_eq!(s.last_baseline_time, Some(Time(at(10))));
+        assert!(!s.drift_detected);
+        let synced = conditions::get(&s.conditions, condition::SYNCED).unwrap();
+        assert_eq!(synced.status, "True");
+    }
+
+    #[test]
+    fn step6_never_applied_means_no_baseline_and_no_drift() {
+        let sync = on_read(
+            &Default::default(),
+            &config(Phase::Pending, None, false),
+            &reading("A"),
+            at(1),
+        );
+        assert!(sync.status.baseline_hash.is_empty());
+        assert!(!sync.status.drift_detected && !sync.reset_config);
+    }
+
+    #[test]
+    fn step7_same_hash_is_no_drift() {
+        let sync = on_read(
+            &baselined("A"),
+            &config(Phase::Applied, Some(10), false),
+            &reading("A"),
+            at(400),
+        );
+        assert!(!sync.status.drift_detected && !sync.reset_config && !sync.drift_started);
+    }
+
+    #[test]
+    fn step7_a_different_hash_is_drift_and_resets_an_applied_config() {
+        let sync = on_read(
+            &baselined("A"),
+            &config(Phase::Applied, Some(10), false),
+            &reading("B"),
+            at(400),
+        );
+        assert!(sync.status.drift_detected && sync.reset_config && sync.drift_started);
+        assert_eq!(sync.status.startup_config_hash, config_hash(b"B"));
+        assert_eq!(
+            sync.status.baseline_hash,
+            config_hash(b"A"),
+            "the baseline stays until the re-apply"
+        );
+    }
+
+    #[test]
+    fn step7_only_applied_configs_are_reset() {
+        for phase in [Phase::Pending, Phase::Applying, Phase::Failed] {
+            let sync = on_read(&baselined("A"), &config(phase, Some(10), false), &reading("B"), at(400));
+            assert!(sync.status.drift_detected, "{phase:?}");
+            assert!(!sync.reset_config, "{phase:?}");
+        }
+    }
+
+    #[test]
+    fn paused_drift_is_visible_but_not_repaired() {
+        let sync = on_read(
+            &baselined("A"),
+            &config(Phase::Applied, Some(10), true),
+            &reading("B"),
+            at(400),
+        );
+        assert!(sync.status.drift_detected && !sync.reset_config);
+        assert!(sync.status.message.contains("paused"));
+        // Unpaused, the next sync repairs it.
+        let next = on_read(
+            &sync.status,
+            &config(Phase::Applied, Some(10), false),
+            &reading("B"),
+            at(700),
+        );
+        assert!(
+            next.reset_config && !next.drift_started,
+            "drift continues, no second event"
+        );
+    }
+
+    #[test]
+    fn after_the_reapply_the_baseline_moves_and_the_loop_stops() {
+        let drifted = on_read(
+            &baselined("A"),
+            &config(Phase::Applied, Some(10), false),
+            &reading("B"),
+            at(400),
+        );
+        assert!(drifted.reset_config);
+        // The re-apply wrote "A2" to config.boot at t=401.
+        let rebased = on_read(
+            &drifted.status,
+            &config(Phase::Applied, Some(401), false),
+            &reading("A2"),
+            at(402),
+        );
+        assert!(!rebased.status.drift_detected && !rebased.reset_config);
+        assert_eq!(rebased.status.baseline_hash, config_hash(b"A2"));
+        let steady = on_read(
+            &rebased.status,
+            &config(Phase::Applied, Some(401), false),
+            &reading("A2"),
+            at(700),
+        );
+        assert!(!steady.reset_config);
+    }
+
+    #[test]
+    fn a_failed_read_sets_synced_false_and_keeps_the_hashes() {
+        let s = on_read_failed(&baselined("A"), "guest agent not responding", at(500));
+        assert_eq!(s.baseline_hash, config_hash(b"A"));
+        let synced = conditions::get(&s.conditions, condition::SYNCED).unwrap();
+        assert_eq!(
+            (synced.status.as_str(), synced.reason.as_str()),
+            ("False", reason::SYNC_FAILED)
+        );
+        assert!(synced.message.contains("guest agent not responding"));
+    }
+}

@@ -1,0 +1,4 @@
+//! The VRouterStatus controller: reads a router's config back and repairs
+//! drift (the drift-detection proposal). `decide` holds the decisions.
+
+pub mod decide;
