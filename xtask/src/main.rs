@@ -2,6 +2,7 @@
 //! same on every machine.
 
 mod gen_crds;
+mod prepare;
 mod test;
 mod testenv_bins;
 

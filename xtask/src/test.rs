@@ -7,6 +7,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 pub fn run(root: &Path) -> anyhow::Result<()> {
+    crate::prepare::ensure_debian_packages(&["qemu-guest-agent"])?;
     println!("==> test control plane");
     crate::testenv_bins::run()?;
     step(root, "format", &["fmt", "--all", "--", "--check"])?;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::command::{Pid, names};
+use crate::exec::ExitStatus;
 use crate::reply::AgentError;
 
 /// The path to the agent failed: no answer can be trusted for this call.
@@ -83,6 +84,13 @@ pub enum QgaError {
     /// The process is still running in the guest; its pid stays valid.
     #[error("pid {pid} was still running after {waited:?}")]
     ExecTimeout { pid: Pid, waited: Duration },
+    /// A helper command run in the guest did not succeed.
+    #[error("`{command}` failed in the guest ({status:?}): {stderr}")]
+    GuestCommandFailed {
+        command: String,
+        status: ExitStatus,
+        stderr: String,
+    },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("unknown guest OS id {id:?}: expected \"vyos\" or \"dozenos\"")]

@@ -75,9 +75,9 @@ fn unquote(value: &str) -> String {
     value.to_owned()
 }
 
-/// `systemctl show -p SubState --value <unit>`: prints only the substate.
-pub fn service_substate_request(unit: &str) -> ExecRequest {
-    ExecRequest::new(SYSTEMCTL_PATH).args(["show", "-p", "SubState", "--value", unit])
+/// `<systemctl> show -p SubState --value <unit>`: prints only the substate.
+pub fn service_substate_request(systemctl: &str, unit: &str) -> ExecRequest {
+    ExecRequest::new(systemctl).args(["show", "-p", "SubState", "--value", unit])
 }
 
 impl<T: Transport> Agent<T> {
@@ -112,7 +112,26 @@ impl<T: Transport> Agent<T> {
 
     /// The `SubState` of `unit` in the guest (e.g. `exited`, `running`).
     pub async fn service_substate(&self, unit: &str, poll: PollOptions) -> Result<String, QgaError> {
-        let output = self.run(&service_substate_request(unit), poll).await?;
+        self.service_substate_via(SYSTEMCTL_PATH, unit, poll).await
+    }
+
+    /// [`Agent::service_substate`] with another `systemctl` (a seam for
+    /// tests on machines without systemd).
+    pub async fn service_substate_via(
+        &self,
+        systemctl: &str,
+        unit: &str,
+        poll: PollOptions,
+    ) -> Result<String, QgaError> {
+        let request = service_substate_request(systemctl, unit);
+        let output = self.run(&request, poll).await?;
+        if !output.success() {
+            return Err(QgaError::GuestCommandFailed {
+                command: format!("{} {}", request.path, request.args.join(" ")),
+                status: output.status,
+                stderr: output.stderr_text().trim().to_owned(),
+            });
+        }
         Ok(output.stdout_text().trim().to_owned())
     }
 }
@@ -154,7 +173,7 @@ mod tests {
 
     #[test]
     fn substate_request_asks_for_the_value_only() {
-        let request = service_substate_request("vyos-router.service");
+        let request = service_substate_request(SYSTEMCTL_PATH, "vyos-router.service");
         assert_eq!(request.path, "/usr/bin/systemctl");
         assert_eq!(
             request.args,

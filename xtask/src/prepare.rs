@@ -1,0 +1,73 @@
+//! Machine preparation for `cargo xtask test`: the Debian packages whose
+//! programs the suite tests against (real peers, not mocks). Idempotent:
+//! nothing runs when every package is already installed.
+
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+/// Installs the missing ones among `packages` with apt-get, running
+/// `apt-get update` once first. When this machine cannot install (no
+/// apt-get, not root), it says so and returns: the tests that need a
+/// missing program then fail with instructions of their own.
+pub fn ensure_debian_packages(packages: &[&str]) -> anyhow::Result<()> {
+    let missing: Vec<&str> = packages.iter().copied().filter(|p| !installed(p)).collect();
+    if missing.is_empty() {
+        println!("==> packages: {} present", packages.join(", "));
+        return Ok(());
+    }
+    if let Some(reason) = cannot_install() {
+        println!(
+            "==> packages: {} missing and not installable here ({reason}); install them with \
+             `apt-get install -y {}`",
+            missing.join(", "),
+            missing.join(" ")
+        );
+        return Ok(());
+    }
+    println!("==> packages: installing {}", missing.join(", "));
+    apt_get(&["update", "-q"])?;
+    let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
+    install.extend(&missing);
+    apt_get(&install)?;
+    let still_missing: Vec<&str> = missing.into_iter().filter(|p| !installed(p)).collect();
+    if !still_missing.is_empty() {
+        bail!(
+            "apt-get reported success but {} are still not installed",
+            still_missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Whether dpkg records `package` as installed.
+fn installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|out| out.status.success() && String::from_utf8_lossy(&out.stdout).contains("install ok installed"))
+}
+
+/// Why packages cannot be installed here, if they cannot.
+fn cannot_install() -> Option<&'static str> {
+    if Command::new("apt-get").arg("--version").output().is_err() {
+        return Some("no apt-get");
+    }
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("not root");
+    }
+    None
+}
+
+fn apt_get(args: &[&str]) -> anyhow::Result<()> {
+    let status = Command::new("apt-get")
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .with_context(|| format!("starting apt-get {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("apt-get {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
