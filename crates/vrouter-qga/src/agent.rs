@@ -20,11 +20,21 @@ pub struct Agent<T> {
 }
 
 /// One `guest-file-read` result, decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct FileChunk {
     pub data: Vec<u8>,
     /// The agent reached the end of the file during this read.
     pub eof: bool,
+}
+
+impl std::fmt::Debug for FileChunk {
+    /// Sizes only: a chunk of `config.boot` holds the router's secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileChunk")
+            .field("data", &format_args!("<{} bytes>", self.data.len()))
+            .field("eof", &self.eof)
+            .finish()
+    }
 }
 
 impl<T: Transport> Agent<T> {
@@ -179,6 +189,18 @@ mod tests {
             buf_b64: b64.into(),
             eof,
         }
+    }
+
+    #[test]
+    fn chunk_debug_shows_size_not_contents() {
+        let shown = format!(
+            "{:?}",
+            FileChunk {
+                data: b"hunter2".to_vec(),
+                eof: true
+            }
+        );
+        assert_eq!(shown, "FileChunk { data: <7 bytes>, eof: true }");
     }
 
     #[test]

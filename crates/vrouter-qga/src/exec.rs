@@ -118,8 +118,10 @@ impl ExitStatus {
     }
 }
 
-/// The result of a finished process, with its output decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The result of a finished process, with its output decoded. `Debug`
+/// shows the output's size, not its text, which may echo secrets; callers
+/// decide what of it to show.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ExecOutput {
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
@@ -127,6 +129,18 @@ pub struct ExecOutput {
     /// The agent keeps at most 16 MiB per stream; these say it dropped more.
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
+}
+
+impl fmt::Debug for ExecOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecOutput")
+            .field("status", &self.status)
+            .field("stdout", &format_args!("<{} bytes>", self.stdout.len()))
+            .field("stderr", &format_args!("<{} bytes>", self.stderr.len()))
+            .field("stdout_truncated", &self.stdout_truncated)
+            .field("stderr_truncated", &self.stderr_truncated)
+            .finish()
+    }
 }
 
 impl ExecOutput {
@@ -281,6 +295,20 @@ mod tests {
     fn shell_code_follows_the_shell_convention() {
         assert_eq!(ExitStatus::Code(3).shell_code(), 3);
         assert_eq!(ExitStatus::Signal(9).shell_code(), 137);
+    }
+
+    #[test]
+    fn output_debug_shows_sizes_not_text() {
+        let output = ExecOutput {
+            status: ExitStatus::Code(0),
+            stdout: b"plaintext-password hunter2".to_vec(),
+            stderr: vec![],
+            stdout_truncated: false,
+            stderr_truncated: false,
+        };
+        let shown = format!("{output:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("<26 bytes>"), "{shown}");
     }
 
     #[test]
