@@ -1,0 +1,498 @@
+//! The admission webhooks through a real kube-apiserver: the server is
+//! registered with a `url:` client config and called by the API server for
+//! every write of the seven kinds, as in a cluster.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::{
+    RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration,
+};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::sync::OnceLock;
+use tokio::net::TcpListener;
+
+use tokio::sync::watch;
+use vrouter_api::{VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
+use vrouter_operator::metrics::Metrics;
+use vrouter_operator::tls::ReloadingCert;
+use vrouter_operator::webhooks::review::Admission;
+use vrouter_operator::webhooks::server::{self, VALIDATE_PATH};
+use vrouter_testenv::{TestEnv, TestNamespace};
+
+const KINDS: [&str; 7] = [
+    "vroutertemplates",
+    "vroutertargets",
+    "vrouterbindings",
+    "vrouterparams",
+    "vrouterconfigs",
+    "proxmoxclusters",
+    "vrouterstatuses",
+];
+
+struct Fixture {
+    metrics: Metrics,
+}
+
+/// Starts the operator's webhook server on loopback and registers it, once
+/// per test binary; returns when the API server has started calling it.
+///
+/// The server runs on a runtime of its own: each `#[tokio::test]` has a
+/// runtime that ends with the test, and the server must outlive them all.
+async fn webhooks() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    // `get_or_init` makes concurrent tests wait for the one start-up.
+    tokio::task::spawn_blocking(|| FIXTURE.get_or_init(start_fixture))
+        .await
+        .unwrap()
+}
+
+fn start_fixture() -> Fixture {
+    let (ready, started) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async move {
+            let env = TestEnv::shared().await;
+            let dir = tempfile::tempdir().unwrap().keep();
+            let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+            std::fs::write(&cert, env.webhook_tls().cert_pem()).unwrap();
+            std::fs::write(&key, env.webhook_tls().key_pem()).unwrap();
+            let tls = ReloadingCert::new(cert, key).unwrap().server_config();
+            let metrics = Metrics::new();
+            let admission = Admission {
+                client: kube::Client::try_from(env.config().clone()).unwrap(),
+                metrics: metrics.clone(),
+                template_check: Arc::new(|_, _| Ok(())),
+            };
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let (_stop, stopped) = watch::channel(false);
+            tokio::spawn(server::serve_tls(listener, tls, server::router(admission), stopped));
+            register(env, port).await;
+            wait_until_called(env).await;
+            ready.send(metrics).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    let metrics = started.recv().expect("the webhook fixture failed to start");
+    Fixture { metrics }
+}
+
+fn rule(operations: &[&str], resources: &[&str]) -> RuleWithOperations {
+    RuleWithOperations {
+        api_groups: Some(vec!["vrouter.kojuro.date".into()]),
+        api_versions: Some(vec!["v1".into()]),
+        operations: Some(operations.iter().map(|s| s.to_string()).collect()),
+        resources: Some(resources.iter().map(|s| s.to_string()).collect()),
+        scope: Some("Namespaced".into()),
+    }
+}
+
+async fn register(env: &TestEnv, port: u16) {
+    let webhook = |name: &str, rules| ValidatingWebhook {
+        name: name.into(),
+        client_config: env
+            .webhook_tls()
+            .client_config(format!("https://127.0.0.1:{port}{VALIDATE_PATH}")),
+        rules: Some(vec![rules]),
+        side_effects: "None".into(),
+        admission_review_versions: vec!["v1".into()],
+        failure_policy: Some("Fail".into()),
+        timeout_seconds: Some(10),
+        ..Default::default()
+    };
+    let configuration = ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some("vrouter-operator-test".into()),
+            ..Default::default()
+        },
+        webhooks: Some(vec![
+            webhook("validate.vrouter.kojuro.date", rule(&["CREATE", "UPDATE"], &KINDS)),
+            webhook(
+                "protect.vrouter.kojuro.date",
+                rule(&["DELETE"], &["vroutertargets", "vrouterparams"]),
+            ),
+        ]),
+    };
+    Api::<ValidatingWebhookConfiguration>::all(env.client())
+        .create(&PostParams::default(), &configuration)
+        .await
+        .unwrap();
+}
+
+/// The API server loads webhook configurations asynchronously.
+async fn wait_until_called(env: &TestEnv) {
+    let ns = env.namespace("webhook-ready").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for attempt in 0.. {
+        let denied = create::<VRouterTarget>(
+            &ns,
+            json!({"metadata": {"name": format!("probe-{attempt}")}, "spec": {"provider": {"type": "proxmox"}}}),
+        )
+        .await
+        .is_err();
+        if denied {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the API server never called the webhook");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn with_kind<K: kube::Resource<DynamicType = ()>>(mut body: Value) -> Value {
+    body["apiVersion"] = json!("vrouter.kojuro.date/v1");
+    body["kind"] = json!(K::kind(&()));
+    body
+}
+
+async fn create<K>(ns: &TestNamespace, body: Value) -> Result<K, String>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(with_kind::<K>(body)).unwrap();
+    ns.api::<K>()
+        .create(&PostParams::default(), &object)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn denied<K>(ns: &TestNamespace, body: Value) -> String
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    match create::<K>(ns, body.clone()).await {
+        Ok(_) => panic!("{} was admitted: {body}", K::kind(&())),
+        Err(message) => message,
+    }
+}
+
+fn assert_mentions(message: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(message.contains(part), "{part:?} not in: {message}");
+    }
+}
+
+async fn setup(hint: &str) -> TestNamespace {
+    webhooks().await;
+    TestEnv::shared().await.namespace(hint).await
+}
+
+fn target(name: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"provider": {"kubevirt": {"name": name}}}})
+}
+
+fn template(name: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"commands": "set system host-name {{ hostName }}"}})
+}
+
+#[tokio::test]
+async fn target_provider_block_must_match_its_type() {
+    let ns = setup("wh-target").await;
+    let message = denied::<VRouterTarget>(
+        &ns,
+        json!({"metadata": {"name": "t"}, "spec": {"provider": {"type": "proxmox"}}}),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &["spec.provider.proxmox: must be set when spec.provider.type is proxmox"],
+    );
+    let message = denied::<VRouterTarget>(
+        &ns,
+        json!({"metadata": {"name": "t"}, "spec": {"provider": {"type": "vrouter-daemon", "daemon": {"address": "", "agentID": ""}}}}),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &[
+            "spec.provider.daemon.address: must not be empty",
+            "spec.provider.daemon.agentID",
+        ],
+    );
+    create::<VRouterTarget>(&ns, target("ok")).await.unwrap();
+}
+
+#[tokio::test]
+async fn target_cluster_ref_must_stay_in_its_namespace() {
+    let ns = setup("wh-target-ns").await;
+    let message = denied::<VRouterTarget>(
+        &ns,
+        json!({"metadata": {"name": "t"}, "spec": {"provider": {"type": "proxmox", "proxmox": {"vmid": 100, "clusterRef": {"name": "pve", "namespace": "elsewhere"}}}}}),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &["spec.provider.proxmox.clusterRef.namespace", "\"elsewhere\""],
+    );
+    // The KubeVirt VM's own namespace is free.
+    create::<VRouterTarget>(
+        &ns,
+        json!({"metadata": {"name": "kv"}, "spec": {"provider": {"kubevirt": {"name": "vm", "namespace": "production"}}}}),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn config_target_ref_must_exist_in_its_namespace() {
+    let ns = setup("wh-config").await;
+    let message = denied::<VRouterConfig>(
+        &ns,
+        json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "missing"}}}),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &["spec.targetRef.name: VRouterTarget \"missing\" does not exist"],
+    );
+    let message = denied::<VRouterConfig>(
+        &ns,
+        json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "t", "namespace": "x"}}}),
+    )
+    .await;
+    assert_mentions(&message, &["spec.targetRef.namespace", "\"x\""]);
+    create::<VRouterTarget>(&ns, target("t")).await.unwrap();
+    create::<VRouterConfig>(
+        &ns,
+        json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "t"}}}),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn binding_needs_targets_templates_and_existing_same_namespace_references() {
+    let ns = setup("wh-binding").await;
+    let message = denied::<VRouterBinding>(&ns, json!({"metadata": {"name": "b"}, "spec": {"targetRefs": []}})).await;
+    assert_mentions(
+        &message,
+        &[
+            "spec.targetRefs: must list at least one target",
+            "spec.templateRefs: must list at least one template",
+        ],
+    );
+
+    let message = denied::<VRouterBinding>(
+        &ns,
+        json!({"metadata": {"name": "b"}, "spec": {"templateRefs": [{"name": "tpl"}], "paramsRefs": [{"name": "p"}], "targetRefs": [{"name": "t"}]}}),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &[
+            "spec.templateRefs[0].name: VRouterTemplate \"tpl\" does not exist",
+            "spec.paramsRefs[0].name: VRouterParams \"p\" does not exist",
+            "spec.targetRefs[0].name: VRouterTarget \"t\" does not exist",
+        ],
+    );
+    let message = denied::<VRouterBinding>(
+        &ns,
+        json!({"metadata": {"name": "b"}, "spec": {"templateRefs": [{"name": "tpl", "namespace": "x"}], "targetRefs": [{"name": "t", "namespace": "x"}]}}),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &["spec.templateRefs[0].namespace", "spec.targetRefs[0].namespace"],
+    );
+
+    create::<VRouterTemplate>(&ns, template("tpl")).await.unwrap();
+    create::<VRouterTarget>(&ns, target("t")).await.unwrap();
+    create::<VRouterParams>(&ns, json!({"metadata": {"name": "p"}, "spec": {"params": {"a": 1}}}))
+        .await
+        .unwrap();
+    create::<VRouterBinding>(
+        &ns,
+        json!({"metadata": {"name": "b"}, "spec": {"templateRefs": [{"name": "tpl"}], "paramsRefs": [{"name": "p"}], "targetRefs": [{"name": "t"}]}}),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn binding_rollout_fields_are_checked_for_the_selected_mode_only() {
+    let ns = setup("wh-rollout").await;
+    create::<VRouterTemplate>(&ns, template("tpl")).await.unwrap();
+    create::<VRouterTarget>(&ns, target("t")).await.unwrap();
+    let binding = |name: &str, rollout: Value| json!({"metadata": {"name": name}, "spec": {"templateRefs": [{"name": "tpl"}], "targetRefs": [{"name": "t"}], "rollout": rollout}});
+    let message = denied::<VRouterBinding>(&ns, binding("fixed", json!({"mode": "FixedInterval"}))).await;
+    assert_mentions(
+        &message,
+        &["spec.rollout.waitInterval: must be greater than zero when spec.rollout.mode is FixedInterval"],
+    );
+    let message = denied::<VRouterBinding>(
+        &ns,
+        binding("wait", json!({"mode": "WaitForApplied", "pollInterval": "-1s"})),
+    )
+    .await;
+    assert_mentions(&message, &["spec.rollout.pollInterval: must not be negative"]);
+    // Disabled never blocks, whatever the other fields say.
+    create::<VRouterBinding>(
+        &ns,
+        binding(
+            "off",
+            json!({"mode": "Disabled", "pollInterval": "-5s", "waitInterval": "0s"}),
+        ),
+    )
+    .await
+    .unwrap();
+    create::<VRouterBinding>(&ns, binding("empty", json!({})))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn proxmox_cluster_endpoints_interval_and_credentials() {
+    let ns = setup("wh-pxc").await;
+    let message = denied::<vrouter_api::ProxmoxCluster>(
+        &ns,
+        json!({"metadata": {"name": "p"}, "spec": {"endpoints": [], "credentialsRef": {"name": ""}, "syncInterval": "0s"}}),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &[
+            "spec.endpoints: must list at least one endpoint",
+            "spec.syncInterval: must be greater than zero",
+            "spec.credentialsRef.name: must not be empty",
+        ],
+    );
+    let message = denied::<vrouter_api::ProxmoxCluster>(
+        &ns,
+        json!({"metadata": {"name": "p"}, "spec": {"endpoints": ["https://pve1.example.com:8006", ""], "credentialsRef": {"name": "c"}}}),
+    )
+    .await;
+    assert_mentions(&message, &["spec.endpoints[1]: must not be empty"]);
+}
+
+#[tokio::test]
+async fn status_config_ref_must_name_a_config_in_its_namespace() {
+    let ns = setup("wh-status").await;
+    let message = denied::<vrouter_api::VRouterStatus>(
+        &ns,
+        json!({"metadata": {"name": "s"}, "spec": {"configRef": {"name": "nope"}}}),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &["spec.configRef.name: VRouterConfig \"nope\" does not exist"],
+    );
+}
+
+async fn delete_error<K>(ns: &TestNamespace, name: &str) -> Option<String>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    ns.api::<K>()
+        .delete(name, &DeleteParams::default())
+        .await
+        .err()
+        .map(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn referenced_targets_and_params_cannot_be_deleted_unreferenced_ones_can() {
+    let ns = setup("wh-delete").await;
+    create::<VRouterTemplate>(&ns, template("tpl")).await.unwrap();
+    for t in ["t", "lonely"] {
+        create::<VRouterTarget>(&ns, target(t)).await.unwrap();
+    }
+    for p in ["p", "unused"] {
+        create::<VRouterParams>(&ns, json!({"metadata": {"name": p}, "spec": {}}))
+            .await
+            .unwrap();
+    }
+    for b in ["b1", "b2", "b3"] {
+        create::<VRouterBinding>(
+            &ns,
+            json!({"metadata": {"name": b}, "spec": {"templateRefs": [{"name": "tpl"}], "paramsRefs": [{"name": "p"}], "targetRefs": [{"name": "t"}]}}),
+        )
+        .await
+        .unwrap();
+    }
+    let message = delete_error::<VRouterTarget>(&ns, "t").await.expect("refused");
+    assert_mentions(
+        &message,
+        &["VRouterTarget \"t\" is still referenced by VRouterBinding \"b1\" and 2 others"],
+    );
+    let message = delete_error::<VRouterParams>(&ns, "p").await.expect("refused");
+    assert_mentions(
+        &message,
+        &["VRouterParams \"p\" is still referenced by VRouterBinding \"b1\" and 2 others"],
+    );
+    assert_eq!(delete_error::<VRouterTarget>(&ns, "lonely").await, None);
+    assert_eq!(delete_error::<VRouterParams>(&ns, "unused").await, None);
+    // Templates have no delete protection.
+    assert_eq!(delete_error::<VRouterTemplate>(&ns, "tpl").await, None);
+}
+
+#[tokio::test]
+async fn an_object_being_deleted_can_drop_its_finalizer_with_a_stale_spec() {
+    let ns = setup("wh-terminating").await;
+    create::<VRouterTemplate>(&ns, template("tpl")).await.unwrap();
+    create::<VRouterTarget>(&ns, target("t")).await.unwrap();
+    create::<VRouterBinding>(
+        &ns,
+        json!({"metadata": {"name": "b", "finalizers": ["vrouter.kojuro.date/finalizer"]},
+               "spec": {"templateRefs": [{"name": "tpl"}], "targetRefs": [{"name": "t"}]}}),
+    )
+    .await
+    .unwrap();
+    // The template goes away: the binding's spec is now stale, and an
+    // ordinary update is refused for it.
+    assert_eq!(delete_error::<VRouterTemplate>(&ns, "tpl").await, None);
+    let bindings = ns.api::<VRouterBinding>();
+    let relabel = Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}));
+    let refused = bindings
+        .patch("b", &PatchParams::default(), &relabel)
+        .await
+        .unwrap_err();
+    assert_mentions(&refused.to_string(), &["VRouterTemplate \"tpl\" does not exist"]);
+
+    bindings.delete("b", &DeleteParams::default()).await.unwrap();
+    // While it terminates it still protects its target...
+    let message = delete_error::<VRouterTarget>(&ns, "t")
+        .await
+        .expect("a terminating referrer still counts");
+    assert_mentions(&message, &["VRouterBinding \"b\""]);
+    // ...and the finalizer removal goes through despite the stale spec.
+    let drop_finalizer = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    bindings
+        .patch("b", &PatchParams::default(), &drop_finalizer)
+        .await
+        .unwrap();
+    assert!(
+        bindings.get_opt("b").await.unwrap().is_none(),
+        "the binding finished deleting"
+    );
+    assert_eq!(delete_error::<VRouterTarget>(&ns, "t").await, None);
+}
+
+#[tokio::test]
+async fn reviews_are_counted_in_the_metrics() {
+    let ns = setup("wh-metrics").await;
+    let fixture = webhooks().await;
+    let _ = denied::<VRouterTarget>(
+        &ns,
+        json!({"metadata": {"name": "m"}, "spec": {"provider": {"type": "proxmox"}}}),
+    )
+    .await;
+    let text = fixture.metrics.encode();
+    assert!(
+        text.contains("vrouter_admission_reviews_total{kind=\"VRouterTarget\",allowed=\"false\"}"),
+        "{text}"
+    );
+}
