@@ -90,7 +90,12 @@ mod tests {
         let dir = tree_with_generated_files();
         let stale = dir.path().join("deploy/crds/vroutergadgets.vrouter.kojuro.date.yaml");
         fs::write(&stale, "kind: CustomResourceDefinition\n").unwrap();
-        assert!(run(dir.path(), true).unwrap_err().to_string().contains("vroutergadgets"));
+        assert!(
+            run(dir.path(), true)
+                .unwrap_err()
+                .to_string()
+                .contains("vroutergadgets")
+        );
         run(dir.path(), false).unwrap();
         assert!(!stale.exists());
     }

@@ -195,8 +195,14 @@ fn durations_are_strings_and_integers_are_64_bit() {
 #[test]
 fn numeric_bounds_the_server_enforces() {
     let vmid = prop("vroutertargets", "spec.provider.proxmox.vmid");
-    assert_eq!((vmid["minimum"].as_f64(), vmid["maximum"].as_f64()), (Some(100.0), Some(999_999_999.0)));
-    assert_eq!(prop("vroutertargets", "spec.provider.daemon.timeoutSeconds")["minimum"].as_f64(), Some(1.0));
+    assert_eq!(
+        (vmid["minimum"].as_f64(), vmid["maximum"].as_f64()),
+        (Some(100.0), Some(999_999_999.0))
+    );
+    assert_eq!(
+        prop("vroutertargets", "spec.provider.daemon.timeoutSeconds")["minimum"].as_f64(),
+        Some(1.0)
+    );
 }
 
 #[test]
