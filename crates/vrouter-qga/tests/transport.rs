@@ -83,20 +83,18 @@ async fn an_agent_killed_mid_call_is_a_closed_error() {
 #[tokio::test]
 async fn a_frozen_agent_times_out_and_survives_the_retired_connection() {
     let process = start();
-    let agent = Agent::new(process.transport().with_timeout(Duration::from_millis(200)));
+    // Long enough that the first call never trips it on a loaded machine.
+    let timeout = Duration::from_secs(2);
+    let agent = Agent::new(process.transport().with_timeout(timeout));
     agent.ping().await.unwrap();
 
     process.signal("STOP").unwrap_or_else(|e| panic!("{e}"));
     let error = transport_error(agent.ping().await);
-    assert!(
-        matches!(error, TransportError::Timeout(t) if t == Duration::from_millis(200)),
-        "{error:?}"
-    );
+    assert!(matches!(error, TransportError::Timeout(t) if t == timeout), "{error:?}");
     process.signal("CONT").unwrap_or_else(|e| panic!("{e}"));
 
-    // A new connection, a new handshake, and the agent is still there.
+    // A new connection, a new handshake, and the agent, still alive, answers.
     agent.ping().await.unwrap();
-    assert!(process.pid().is_some());
     agent.transport().close().await;
 }
 
