@@ -1,0 +1,165 @@
+//! The per-render budget the sandbox's functions, filters and writer draw from.
+//!
+//! tera calls functions and filters through a shared, immutable engine, so the
+//! budget of the render in progress is installed in a thread-local for the duration
+//! of that render (tera renders on the calling thread). When a bound trips, the
+//! budget remembers which one, so the error names the limit however tera wraps it.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::{Limit, Limits};
+
+pub(crate) struct Budget {
+    limits: Limits,
+    deadline: Instant,
+    iterations_left: Cell<u64>,
+    output_left: Cell<usize>,
+    tripped: Cell<Option<Limit>>,
+}
+
+impl Budget {
+    pub(crate) fn new(limits: Limits) -> Rc<Budget> {
+        Rc::new(Budget {
+            limits,
+            deadline: Instant::now() + limits.time_limit,
+            iterations_left: Cell::new(limits.max_loop_iterations),
+            output_left: Cell::new(limits.max_output_bytes),
+            tripped: Cell::new(None),
+        })
+    }
+
+    /// The first bound that tripped, if any.
+    pub(crate) fn tripped(&self) -> Option<Limit> {
+        self.tripped.get()
+    }
+
+    fn trip(&self, limit: Limit) -> Limit {
+        if self.tripped.get().is_none() {
+            self.tripped.set(Some(limit));
+        }
+        limit
+    }
+
+    pub(crate) fn check_time(&self) -> Result<(), Limit> {
+        if Instant::now() >= self.deadline {
+            return Err(self.trip(Limit::Time {
+                limit: self.limits.time_limit,
+            }));
+        }
+        Ok(())
+    }
+
+    /// Charges one loop iteration.
+    pub(crate) fn tick(&self) -> Result<(), Limit> {
+        let left = self.iterations_left.get();
+        if left == 0 {
+            return Err(self.trip(Limit::LoopIterations {
+                limit: self.limits.max_loop_iterations,
+            }));
+        }
+        self.iterations_left.set(left - 1);
+        self.check_time()
+    }
+
+    /// Fails when a value of `size` bytes would be larger than allowed.
+    pub(crate) fn check_value_size(&self, size: usize) -> Result<(), Limit> {
+        if size > self.limits.max_value_bytes {
+            return Err(self.trip(Limit::ValueSize {
+                limit: self.limits.max_value_bytes,
+            }));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_range_len(&self, requested: u128) -> Result<(), Limit> {
+        if requested > self.limits.max_range_len as u128 {
+            return Err(self.trip(Limit::RangeLength {
+                limit: self.limits.max_range_len,
+                requested,
+            }));
+        }
+        Ok(())
+    }
+
+    fn charge_output(&self, bytes: usize) -> Result<(), Limit> {
+        let left = self.output_left.get();
+        if bytes > left {
+            return Err(self.trip(Limit::Output {
+                limit: self.limits.max_output_bytes,
+            }));
+        }
+        self.output_left.set(left - bytes);
+        self.check_time()
+    }
+}
+
+thread_local! {
+    static ACTIVE: RefCell<Option<Rc<Budget>>> = const { RefCell::new(None) };
+}
+
+/// Installs `budget` for this thread until the guard drops.
+pub(crate) struct ActiveBudget {
+    previous: Option<Rc<Budget>>,
+}
+
+impl ActiveBudget {
+    pub(crate) fn install(budget: Rc<Budget>) -> ActiveBudget {
+        let previous = ACTIVE.with(|slot| slot.replace(Some(budget)));
+        ActiveBudget { previous }
+    }
+}
+
+impl Drop for ActiveBudget {
+    fn drop(&mut self) {
+        ACTIVE.with(|slot| *slot.borrow_mut() = self.previous.take());
+    }
+}
+
+/// Runs `f` with the active budget; the sandbox's functions only ever run inside a
+/// render, so a missing budget is an internal error reported, not a panic.
+pub(crate) fn with_active<T>(f: impl FnOnce(&Budget) -> tera::Result<T>) -> tera::Result<T> {
+    let budget = ACTIVE.with(|slot| slot.borrow().clone());
+    match budget {
+        Some(budget) => f(&budget),
+        None => Err(tera::Error::msg(
+            "internal error: a sandbox function ran outside a render",
+        )),
+    }
+}
+
+pub(crate) fn limit_error(limit: Limit) -> tera::Error {
+    tera::Error::msg(format!("exceeded {limit}"))
+}
+
+/// Collects a render's output and stops it once the output budget is spent, so an
+/// output bomb ends at the limit instead of after filling memory.
+pub(crate) struct BoundedWriter {
+    pub(crate) buf: Vec<u8>,
+    budget: Rc<Budget>,
+}
+
+impl BoundedWriter {
+    pub(crate) fn new(budget: Rc<Budget>) -> BoundedWriter {
+        BoundedWriter {
+            buf: Vec::new(),
+            budget,
+        }
+    }
+}
+
+impl io::Write for BoundedWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.budget
+            .charge_output(data.len())
+            .map_err(|limit| io::Error::other(limit.to_string()))?;
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

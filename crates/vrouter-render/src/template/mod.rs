@@ -1,0 +1,13 @@
+//! Sandboxed tera templates (spec §5).
+
+mod budget;
+mod engine;
+mod error;
+mod functions;
+mod limits;
+mod sandbox;
+mod scan;
+
+pub use engine::{PreparedTemplates, TemplateEngine, TemplateSource};
+pub use error::{Limit, Location, TemplateError, TemplateId, TemplateKind};
+pub use limits::{Limits, MAX_RENDERED_BYTES};
