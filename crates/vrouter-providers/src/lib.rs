@@ -1,1 +1,15 @@
 #![doc = include_str!("../README.md")]
+
+pub mod daemon;
+mod error;
+pub mod factory;
+mod guest;
+pub mod kubevirt;
+mod outcome;
+mod provider;
+pub mod proxmox;
+
+pub use error::{Attempts, EndpointFailure, ProviderError};
+pub use factory::{FactoryContext, KubeLookup, ObjectLookup, StaticLookup, build_provider};
+pub use guest::{GuestPaths, GuestTiming, parse_substate};
+pub use provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};

@@ -1,0 +1,188 @@
+//! Typed errors of every provider. Callers branch on the variant (the
+//! controller re-dispatches on [`ProviderError::ExecResultLost`], reports a
+//! stopped VM on [`ProviderError::VmNotFound`], …); the message names what was
+//! wrong and never carries a credential.
+
+use std::fmt;
+use std::time::Duration;
+
+/// One failed attempt to reach one Proxmox endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointFailure {
+    pub endpoint: String,
+    pub reason: String,
+}
+
+impl fmt::Display for EndpointFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.endpoint, self.reason)
+    }
+}
+
+/// The attempts of one request, in endpoint order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempts(pub Vec<EndpointFailure>);
+
+impl fmt::Display for Attempts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, a) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{a}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The handle of an earlier `exec_script` can no longer be looked up: the
+    /// operator restarted (vrouter-daemon keeps handles in memory) or the guest
+    /// agent no longer knows the pid. Polling it again can never succeed; the
+    /// caller should dispatch a fresh apply.
+    #[error("result of exec handle {handle} is lost: {reason}")]
+    ExecResultLost { handle: i64, reason: String },
+
+    /// The VM does not exist (any more). `is_vm_running` reports this as
+    /// `Ok(false)`; the other operations need a VM and return it.
+    #[error("{what} not found")]
+    VmNotFound { what: String },
+
+    /// The peer rejected the credentials (HTTP 401/403).
+    #[error("{endpoint} rejected the API token (HTTP {status}): {message}")]
+    Unauthorized {
+        endpoint: String,
+        status: u16,
+        message: String,
+    },
+
+    #[error("{operation} timed out after {after:?}")]
+    Timeout { operation: String, after: Duration },
+
+    #[error("{provider} provider does not support {what}")]
+    NotSupported { provider: &'static str, what: String },
+
+    /// The router's boot-time configuration unit has not finished yet.
+    #[error("router not ready: {unit} has SubState {substate:?}, ready means \"exited\"")]
+    NotReady { unit: String, substate: String },
+
+    #[error("unknown guest OS id {id:?} (from {source_name}); known ids: vyos, dozenos")]
+    UnknownGuestOs { id: String, source_name: String },
+
+    /// The guest agent answered with an error.
+    #[error("guest agent refused {command}: {class}: {desc}")]
+    Agent {
+        command: String,
+        class: String,
+        desc: String,
+    },
+
+    /// The guest agent is not running or not answering.
+    #[error("guest agent unavailable: {reason}")]
+    AgentUnavailable { reason: String },
+
+    /// A payload exceeds what the transport can carry; nothing was written.
+    #[error("{what} is {size} bytes, more than the {limit} bytes {why}")]
+    TooLarge {
+        what: String,
+        size: usize,
+        limit: usize,
+        why: String,
+    },
+
+    /// A command in the guest failed where the provider needed it to succeed.
+    #[error("{command} in the guest failed (exit code {exit_code}): {stderr}")]
+    GuestCommand {
+        command: String,
+        exit_code: i64,
+        stderr: String,
+    },
+
+    #[error("{method} {path} on {endpoint} answered HTTP {status}: {message}")]
+    Http {
+        endpoint: String,
+        method: String,
+        path: String,
+        status: u16,
+        message: String,
+    },
+
+    /// No endpoint could be reached (refused, timed out, TLS failure).
+    #[error("no Proxmox endpoint could be reached: {attempts}")]
+    Unreachable { attempts: Attempts },
+
+    #[error("vrouter-daemon {operation} failed: {code:?}: {message}")]
+    Grpc {
+        operation: &'static str,
+        code: tonic::Code,
+        message: String,
+    },
+
+    #[error("Kubernetes API call {operation} failed: {source}")]
+    Kube {
+        operation: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+
+    /// The target or an object it references is malformed.
+    #[error("invalid provider configuration for {target}: {reason}")]
+    InvalidTarget { target: String, reason: String },
+
+    #[error("{kind} {namespace}/{name} (referenced by {referrer}) not found")]
+    ReferenceNotFound {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        referrer: String,
+    },
+
+    #[error("rendering the apply script failed: {0}")]
+    Render(String),
+
+    /// Any other failure of a guest-agent call; the typed source tells which.
+    #[error("guest agent call to {peer} failed: {source}")]
+    GuestAgentCall {
+        peer: String,
+        #[source]
+        source: vrouter_qga::QgaError,
+    },
+
+    /// The peer answered something this client cannot interpret.
+    #[error("unexpected answer from {peer}: {detail}")]
+    Protocol { peer: String, detail: String },
+}
+
+impl ProviderError {
+    pub fn is_exec_result_lost(&self) -> bool {
+        matches!(self, ProviderError::ExecResultLost { .. })
+    }
+
+    pub fn is_vm_not_found(&self) -> bool {
+        matches!(self, ProviderError::VmNotFound { .. })
+    }
+
+    pub fn is_unauthorized(&self) -> bool {
+        matches!(self, ProviderError::Unauthorized { .. })
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, ProviderError::Timeout { .. })
+    }
+
+    pub(crate) fn kube(operation: impl Into<String>, source: kube::Error) -> Self {
+        ProviderError::Kube {
+            operation: operation.into(),
+            source: Box::new(source),
+        }
+    }
+
+    pub(crate) fn protocol(peer: impl Into<String>, detail: impl Into<String>) -> Self {
+        ProviderError::Protocol {
+            peer: peer.into(),
+            detail: detail.into(),
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! Builds the provider a VRouterTarget names, from the target and the
+//! objects it references (a ProxmoxCluster and its credentials Secret, or a
+//! remote-cluster kubeconfig Secret).
+//!
+//! [`plan`] is the pure part: which provider, which objects to fetch, and
+//! every check that needs only the target. [`build_provider`] fetches
+//! through an [`ObjectLookup`] — the API server in the operator
+//! ([`KubeLookup`]), objects already at hand in tests ([`StaticLookup`]).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use vrouter_api::proxmox_cluster::{SECRET_KEY_TOKEN_ID, SECRET_KEY_TOKEN_SECRET};
+use vrouter_api::{DaemonConfig, ProviderType, ProxmoxCluster, VRouterTarget};
+
+use crate::daemon::{DaemonOptions, DaemonProvider};
+use crate::error::ProviderError;
+use crate::guest::{GuestPaths, GuestTiming};
+use crate::kubevirt::{KubeVirtOptions, KubeVirtProvider};
+use crate::provider::Provider;
+use crate::proxmox::{ApiToken, ProxmoxProvider, ProxmoxSettings};
+
+/// Fetches the objects a target references. `Ok(None)` means "does not exist".
+#[async_trait]
+pub trait ObjectLookup: Send + Sync {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError>;
+    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError>;
+}
+
+/// Looks objects up in the API server.
+#[derive(Clone)]
+pub struct KubeLookup {
+    client: kube::Client,
+}
+
+impl KubeLookup {
+    pub fn new(client: kube::Client) -> Self {
+        KubeLookup { client }
+    }
+}
+
+#[async_trait]
+impl ObjectLookup for KubeLookup {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError> {
+        Api::<Secret>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| ProviderError::kube(format!("get Secret {namespace}/{name}"), e))
+    }
+
+    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError> {
+        Api::<ProxmoxCluster>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| ProviderError::kube(format!("get ProxmoxCluster {namespace}/{name}"), e))
+    }
+}
+
+/// Objects handed over directly, e.g. from a reflector store or a test.
+#[derive(Clone, Debug, Default)]
+pub struct StaticLookup {
+    pub secrets: Vec<Secret>,
+    pub proxmox_clusters: Vec<ProxmoxCluster>,
+}
+
+fn same_object(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, namespace: &str, name: &str) -> bool {
+    meta.namespace.as_deref() == Some(namespace) && meta.name.as_deref() == Some(name)
+}
+
+#[async_trait]
+impl ObjectLookup for StaticLookup {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError> {
+        Ok(self
+            .secrets
+            .iter()
+            .find(|s| same_object(&s.metadata, namespace, name))
+            .cloned())
+    }
+
+    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError> {
+        Ok(self
+            .proxmox_clusters
+            .iter()
+            .find(|c| same_object(&c.metadata, namespace, name))
+            .cloned())
+    }
+}
+
+/// Process-wide settings the factory applies to every provider it builds.
+#[derive(Clone, Default)]
+pub struct FactoryContext {
+    /// The cluster the operator runs in, for KubeVirt VMs without a kubeconfig.
+    pub client: Option<kube::Client>,
+    pub guest_paths: GuestPaths,
+    pub guest_timing: GuestTiming,
+    pub kubevirt: KubeVirtOptions,
+    pub daemon: DaemonOptions,
+    /// Overrides of the Proxmox client's connect and request timeouts.
+    pub proxmox_timeouts: Option<(Duration, Duration)>,
+}
+
+impl std::fmt::Debug for FactoryContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FactoryContext")
+            .field("has_client", &self.client.is_some())
+            .field("guest_paths", &self.guest_paths)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A key of a Secret in a namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretKeyAt {
+    pub namespace: String,
+    pub name: String,
+    pub key: String,
+}
+
+/// What a target needs before its provider can be built.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    KubeVirt {
+        vm: String,
+        namespace: String,
+        /// A kubeconfig for a VM in another cluster.
+        kubeconfig: Option<SecretKeyAt>,
+    },
+    Proxmox {
+        vmid: i64,
+        cluster_namespace: String,
+        cluster_name: String,
+        /// `status.proxmoxNode`; empty means "look it up".
+        cached_node: String,
+    },
+    Daemon(DaemonConfig),
+}
+
+fn target_name(target: &VRouterTarget) -> String {
+    format!(
+        "VRouterTarget {}/{}",
+        target.metadata.namespace.as_deref().unwrap_or(""),
+        target.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Everything that can be decided from the target alone.
+pub fn plan(target: &VRouterTarget) -> Result<Plan, ProviderError> {
+    let name = target_name(target);
+    let invalid = |reason: String| ProviderError::InvalidTarget {
+        target: name.clone(),
+        reason,
+    };
+    let own_namespace = target
+        .metadata
+        .namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+        .ok_or_else(|| invalid("the target has no namespace".into()))?;
+    let provider = &target.spec.provider;
+    match provider.type_ {
+        ProviderType::KubeVirt => {
+            let kv = provider
+                .kubevirt
+                .as_ref()
+                .ok_or_else(|| invalid("provider.type is kubevirt but provider.kubevirt is missing".into()))?;
+            if kv.name.trim().is_empty() {
+                return Err(invalid("provider.kubevirt.name is empty".into()));
+            }
+            let namespace = if kv.namespace.is_empty() {
+                own_namespace.clone()
+            } else {
+                kv.namespace.clone()
+            };
+            let kubeconfig = match &kv.kubeconfig {
+                None => None,
+                Some(k) => {
+                    let r = &k.secret_ref;
+                    if r.name.is_empty() || r.key.is_empty() {
+                        return Err(invalid(
+                            "provider.kubevirt.kubeconfig.secretRef needs both name and key".into(),
+                        ));
+                    }
+                    // The Secret is the target's own: a kubeconfig carries
+                    // credentials, and borrowing another namespace's would
+                    // cross the tenancy boundary.
+                    Some(SecretKeyAt {
+                        namespace: own_namespace.clone(),
+                        name: r.name.clone(),
+                        key: r.key.clone(),
+                    })
+                }
+            };
+            Ok(Plan::KubeVirt {
+                vm: kv.name.clone(),
+                namespace,
+                kubeconfig,
+            })
+        }
+        ProviderType::Proxmox => {
+            let px = provider
+                .proxmox
+                .as_ref()
+                .ok_or_else(|| invalid("provider.type is proxmox but provider.proxmox is missing".into()))?;
+            if px.vmid <= 0 {
+                return Err(invalid(format!(
+                    "provider.proxmox.vmid must be positive, got {}",
+                    px.vmid
+                )));
+            }
+            if px.cluster_ref.name.is_empty() {
+                return Err(invalid("provider.proxmox.clusterRef.name is empty".into()));
+            }
+            // The webhook rejects these; an object admitted before it existed
+            // is refused here too, so no target borrows another namespace's
+            // Proxmox credentials (docs/security.md).
+            if px.cluster_ref.crosses_namespace(&own_namespace) {
+                return Err(invalid(format!(
+                    "provider.proxmox.clusterRef points into namespace {:?}; only the target's own namespace {own_namespace:?} is allowed",
+                    px.cluster_ref.namespace
+                )));
+            }
+            Ok(Plan::Proxmox {
+                vmid: px.vmid,
+                cluster_namespace: own_namespace,
+                cluster_name: px.cluster_ref.name.clone(),
+                cached_node: target
+                    .status
+                    .as_ref()
+                    .map(|s| s.proxmox_node.clone())
+                    .unwrap_or_default(),
+            })
+        }
+        ProviderType::VRouterDaemon => {
+            let d = provider
+                .daemon
+                .as_ref()
+                .ok_or_else(|| invalid("provider.type is vrouter-daemon but provider.daemon is missing".into()))?;
+            if d.address.trim().is_empty() {
+                return Err(invalid("provider.daemon.address is empty".into()));
+            }
+            if d.agent_id.trim().is_empty() {
+                return Err(invalid("provider.daemon.agentID is empty".into()));
+            }
+            Ok(Plan::Daemon(d.clone()))
+        }
+    }
+}
+
+/// The value under `key` of a Secret, as text.
+pub(crate) fn secret_text(secret: &Secret, key: &str) -> Option<Result<String, std::string::FromUtf8Error>> {
+    if let Some(v) = secret.data.as_ref().and_then(|d| d.get(key)) {
+        return Some(String::from_utf8(v.0.clone()));
+    }
+    secret.string_data.as_ref().and_then(|d| d.get(key)).cloned().map(Ok)
+}
+
+fn required_secret_text(secret: &Secret, key: &str, what: &str) -> Result<String, ProviderError> {
+    let name = format!(
+        "Secret {}/{}",
+        secret.metadata.namespace.as_deref().unwrap_or(""),
+        secret.metadata.name.as_deref().unwrap_or("")
+    );
+    let invalid = |reason: String| ProviderError::InvalidTarget {
+        target: name.clone(),
+        reason,
+    };
+    match secret_text(secret, key) {
+        None => Err(invalid(format!("key {key:?} ({what}) is missing"))),
+        Some(Err(_)) => Err(invalid(format!("key {key:?} ({what}) is not UTF-8 text"))),
+        Some(Ok(v)) if v.trim().is_empty() => Err(invalid(format!("key {key:?} ({what}) is empty"))),
+        Some(Ok(v)) => Ok(v.trim().to_string()),
+    }
+}
+
+/// The API token of a ProxmoxCluster's credentials Secret.
+pub fn proxmox_token(secret: &Secret) -> Result<ApiToken, ProviderError> {
+    let id = required_secret_text(
+        secret,
+        SECRET_KEY_TOKEN_ID,
+        "the Proxmox API token id, USER@REALM!TOKENID",
+    )?;
+    let value = required_secret_text(secret, SECRET_KEY_TOKEN_SECRET, "the Proxmox API token secret")?;
+    if !crate::proxmox::token_part_is_valid(&value) {
+        return Err(ProviderError::InvalidTarget {
+            target: format!("Secret {}", secret.metadata.name.as_deref().unwrap_or("")),
+            reason: format!("key {SECRET_KEY_TOKEN_SECRET:?} contains spaces or control characters"),
+        });
+    }
+    Ok(ApiToken::new(id, value))
+}
+
+/// Checks that a kubeconfig from a Secret is self-contained: no exec or
+/// auth-provider plugin (the operator would run a program the Secret's
+/// author chose) and no file reference (the operator would read its own
+/// files — its service-account token among them — and send them to the
+/// server the Secret names).
+pub fn check_kubeconfig_is_inline(kubeconfig: &Kubeconfig) -> Result<(), String> {
+    for named in &kubeconfig.auth_infos {
+        let Some(auth) = &named.auth_info else { continue };
+        let user = &named.name;
+        if auth.exec.is_some() {
+            return Err(format!(
+                "user {user:?} uses an exec credential plugin, which is not allowed"
+            ));
+        }
+        if auth.auth_provider.is_some() {
+            return Err(format!(
+                "user {user:?} uses an auth-provider plugin, which is not allowed"
+            ));
+        }
+        for (field, set) in [
+            ("tokenFile", auth.token_file.is_some()),
+            ("client-certificate", auth.client_certificate.is_some()),
+            ("client-key", auth.client_key.is_some()),
+        ] {
+            if set {
+                return Err(format!(
+                    "user {user:?} sets {field}, a file path; only inline data (token, client-certificate-data, client-key-data) is allowed"
+                ));
+            }
+        }
+    }
+    for named in &kubeconfig.clusters {
+        if named
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.certificate_authority.is_some())
+        {
+            return Err(format!(
+                "cluster {:?} sets certificate-authority, a file path; use certificate-authority-data",
+                named.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn remote_client(secret: &Secret, at: &SecretKeyAt) -> Result<kube::Client, ProviderError> {
+    let name = format!("kubeconfig Secret {}/{} key {:?}", at.namespace, at.name, at.key);
+    let invalid = |reason: String| ProviderError::InvalidTarget {
+        target: name.clone(),
+        reason,
+    };
+    let yaml = required_secret_text(secret, &at.key, "a kubeconfig")?;
+    // The parser's message may quote the document, which holds credentials.
+    let kubeconfig =
+        Kubeconfig::from_yaml(&yaml).map_err(|_| invalid("the value is not a kubeconfig YAML document".into()))?;
+    check_kubeconfig_is_inline(&kubeconfig).map_err(invalid)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| invalid(format!("cannot build a client from it: {e}")))?;
+    kube::Client::try_from(config).map_err(|e| invalid(format!("cannot build a client from it: {e}")))
+}
+
+/// Builds the provider for `target`.
+pub async fn build_provider(
+    target: &VRouterTarget,
+    lookup: &dyn ObjectLookup,
+    ctx: &FactoryContext,
+) -> Result<Box<dyn Provider>, ProviderError> {
+    let referrer = target_name(target);
+    match plan(target)? {
+        Plan::KubeVirt {
+            vm,
+            namespace,
+            kubeconfig,
+        } => {
+            let client = match kubeconfig {
+                Some(at) => {
+                    let secret = lookup.secret(&at.namespace, &at.name).await?.ok_or_else(|| {
+                        ProviderError::ReferenceNotFound {
+                            kind: "Secret",
+                            namespace: at.namespace.clone(),
+                            name: at.name.clone(),
+                            referrer: referrer.clone(),
+                        }
+                    })?;
+                    remote_client(&secret, &at).await?
+                }
+                None => ctx.client.clone().ok_or_else(|| ProviderError::InvalidTarget {
+                    target: referrer.clone(),
+                    reason: "no Kubernetes client is configured for same-cluster KubeVirt VMs".into(),
+                })?,
+            };
+            Ok(Box::new(KubeVirtProvider::new(
+                client,
+                &vm,
+                &namespace,
+                ctx.guest_paths.clone(),
+                ctx.guest_timing,
+                ctx.kubevirt.clone(),
+            )?))
+        }
+        Plan::Proxmox {
+            vmid,
+            cluster_namespace,
+            cluster_name,
+            cached_node,
+        } => {
+            let cluster = lookup
+                .proxmox_cluster(&cluster_namespace, &cluster_name)
+                .await?
+                .ok_or_else(|| ProviderError::ReferenceNotFound {
+                    kind: "ProxmoxCluster",
+                    namespace: cluster_namespace.clone(),
+                    name: cluster_name.clone(),
+                    referrer: referrer.clone(),
+                })?;
+            let secret_name = &cluster.spec.credentials_ref.name;
+            if secret_name.is_empty() {
+                return Err(ProviderError::InvalidTarget {
+                    target: format!("ProxmoxCluster {cluster_namespace}/{cluster_name}"),
+                    reason: "spec.credentialsRef.name is empty".into(),
+                });
+            }
+            let secret = lookup.secret(&cluster_namespace, secret_name).await?.ok_or_else(|| {
+                ProviderError::ReferenceNotFound {
+                    kind: "Secret",
+                    namespace: cluster_namespace.clone(),
+                    name: secret_name.clone(),
+                    referrer: format!("ProxmoxCluster {cluster_namespace}/{cluster_name}"),
+                }
+            })?;
+            let mut settings = ProxmoxSettings::new(cluster.spec.endpoints.clone(), proxmox_token(&secret)?, vmid);
+            settings.insecure_skip_tls_verify = cluster.spec.insecure_skip_tls_verify;
+            settings.cached_node = cached_node;
+            settings.paths = ctx.guest_paths.clone();
+            settings.timing = ctx.guest_timing;
+            if let Some((connect, request)) = ctx.proxmox_timeouts {
+                settings.connect_timeout = connect;
+                settings.request_timeout = request;
+            }
+            Ok(Box::new(ProxmoxProvider::new(settings)?))
+        }
+        Plan::Daemon(config) => Ok(Box::new(DaemonProvider::new(&config, ctx.daemon.clone())?)),
+    }
+}

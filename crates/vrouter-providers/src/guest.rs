@@ -1,0 +1,192 @@
+//! What the KubeVirt and Proxmox providers share: both reach the router
+//! through the QEMU guest agent, so readiness, apply and file reads are the
+//! same sequence of agent operations over two different carriers.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+use vrouter_qga::{GuestFlavor, SUBSTATE_EXITED};
+
+use crate::error::ProviderError;
+use crate::provider::{ExecHandle, ExecOutcome, ExecStatus};
+
+/// Paths and commands inside the guest. The defaults are the router's; tests
+/// point them into a temp dir (script path, a stub `systemctl`, an
+/// os-release file) and run the script with `bash` instead of `/bin/vbash`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestPaths {
+    /// Where the apply script is written (overwritten by every apply).
+    pub script_path: String,
+    /// What runs the apply script.
+    pub interpreter: String,
+    /// Asked for the router unit's SubState.
+    pub systemctl: String,
+    /// Read for the guest OS id when the agent's `guest-get-osinfo` is
+    /// unavailable.
+    pub os_release: String,
+    /// Runs `cat` and `rm` when a file must be assembled from parts.
+    pub shell: String,
+}
+
+impl Default for GuestPaths {
+    fn default() -> Self {
+        GuestPaths {
+            script_path: vrouter_qga::constants::APPLY_SCRIPT_PATH.to_string(),
+            interpreter: vrouter_qga::constants::APPLY_INTERPRETER.to_string(),
+            systemctl: vrouter_qga::constants::SYSTEMCTL_PATH.to_string(),
+            os_release: vrouter_qga::constants::OS_RELEASE_PATH.to_string(),
+            shell: "/bin/sh".to_string(),
+        }
+    }
+}
+
+/// How long helper commands in the guest (systemctl, file assembly) may run,
+/// and how often they are polled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GuestTiming {
+    pub poll_interval: Duration,
+    pub command_timeout: Duration,
+}
+
+impl Default for GuestTiming {
+    fn default() -> Self {
+        let poll = vrouter_qga::PollOptions::default();
+        GuestTiming {
+            poll_interval: poll.interval,
+            command_timeout: poll.timeout,
+        }
+    }
+}
+
+/// The guest-agent operations a provider carries to the guest.
+#[async_trait]
+pub(crate) trait GuestAgent: Send + Sync {
+    async fn ping(&self) -> Result<(), ProviderError>;
+    /// The guest's os-release `ID`, from `guest-get-osinfo`, else from the
+    /// file at `os_release`. Returns the id and where it came from.
+    async fn os_id(&self, os_release: &str) -> Result<(String, String), ProviderError>;
+    /// Starts `argv` with captured output; returns the guest pid.
+    async fn exec(&self, argv: &[String]) -> Result<i64, ProviderError>;
+    /// Polls a pid from `exec`. A pid the agent does not know is
+    /// [`ProviderError::ExecResultLost`].
+    async fn exec_status(&self, pid: i64) -> Result<ExecStatus, ProviderError>;
+    /// Writes the whole of `content` to `path`, replacing the file.
+    async fn write_file(&self, path: &str, content: &[u8]) -> Result<(), ProviderError>;
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError>;
+}
+
+/// Runs `argv` and waits for it to exit, within `timing.command_timeout`.
+pub(crate) async fn run_to_exit(
+    agent: &dyn GuestAgent,
+    argv: &[String],
+    timing: GuestTiming,
+) -> Result<ExecOutcome, ProviderError> {
+    let pid = agent.exec(argv).await?;
+    let deadline = Instant::now() + timing.command_timeout;
+    loop {
+        if let ExecStatus::Exited(outcome) = agent.exec_status(pid).await? {
+            return Ok(outcome);
+        }
+        if Instant::now() >= deadline {
+            return Err(ProviderError::Timeout {
+                operation: format!("waiting for `{}` in the guest", argv.join(" ")),
+                after: timing.command_timeout,
+            });
+        }
+        tokio::time::sleep(timing.poll_interval).await;
+    }
+}
+
+/// The SubState in the output of `systemctl show -p SubState [--value] UNIT`,
+/// which prints either `SubState=exited` or just `exited`.
+pub fn parse_substate(stdout: &str) -> String {
+    let line = stdout.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    line.strip_prefix("SubState=").unwrap_or(line).to_string()
+}
+
+/// The router flavor of an os-release id.
+pub(crate) fn flavor_of(id: &str, source_name: &str) -> Result<GuestFlavor, ProviderError> {
+    GuestFlavor::from_os_id(id).map_err(|_| ProviderError::UnknownGuestOs {
+        id: id.to_string(),
+        source_name: source_name.to_string(),
+    })
+}
+
+/// Readiness: the agent answers, the OS is one we know, and its router unit
+/// has run to completion (`SubState=exited`: it is a oneshot unit, so
+/// "finished", not "active", is what ready means).
+pub(crate) async fn check_ready(
+    agent: &dyn GuestAgent,
+    paths: &GuestPaths,
+    timing: GuestTiming,
+) -> Result<(), ProviderError> {
+    agent.ping().await?;
+    let (id, source_name) = agent.os_id(&paths.os_release).await?;
+    let unit = flavor_of(&id, &source_name)?.router_service();
+    let argv = [paths.systemctl.as_str(), "show", "-p", "SubState", "--value", unit].map(str::to_string);
+    let outcome = run_to_exit(agent, &argv, timing).await?;
+    if outcome.exit_code != 0 {
+        return Err(ProviderError::GuestCommand {
+            command: argv.join(" "),
+            exit_code: outcome.exit_code,
+            stderr: outcome.stderr.trim().to_string(),
+        });
+    }
+    let substate = parse_substate(&outcome.stdout);
+    if substate == SUBSTATE_EXITED {
+        Ok(())
+    } else {
+        Err(ProviderError::NotReady {
+            unit: unit.to_string(),
+            substate,
+        })
+    }
+}
+
+/// Renders the apply script, writes it, and starts it.
+pub(crate) async fn exec_script(
+    agent: &dyn GuestAgent,
+    paths: &GuestPaths,
+    config: &str,
+    commands: &str,
+    save: bool,
+) -> Result<ExecHandle, ProviderError> {
+    let script = crate::outcome::render_script(config, commands, save)?;
+    agent.write_file(&paths.script_path, script.as_bytes()).await?;
+    let pid = agent
+        .exec(&[paths.interpreter.clone(), paths.script_path.clone()])
+        .await?;
+    Ok(ExecHandle(pid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn substate_parses_both_output_forms() {
+        let cases = [
+            ("SubState=exited\n", "exited"),
+            ("exited\n", "exited"),
+            ("\n  running \n", "running"),
+            ("", ""),
+        ];
+        for (out, want) in cases {
+            assert_eq!(parse_substate(out), want, "{out:?}");
+        }
+    }
+
+    #[test]
+    fn os_ids_map_to_router_units_or_a_named_error() {
+        assert_eq!(flavor_of("vyos", "x").unwrap().router_service(), "vyos-router.service");
+        assert_eq!(
+            flavor_of("dozenos", "x").unwrap().router_service(),
+            "dozenos-router.service"
+        );
+        let err = flavor_of("debian", "guest-get-osinfo").unwrap_err();
+        assert!(matches!(err, ProviderError::UnknownGuestOs { .. }));
+        let msg = err.to_string();
+        assert!(msg.contains("\"debian\"") && msg.contains("guest-get-osinfo"), "{msg}");
+    }
+}

@@ -1,0 +1,98 @@
+//! The one interface the controllers use to reach a router, whatever hosts it.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use vrouter_api::ProviderType;
+
+use crate::error::ProviderError;
+
+/// Identifies one dispatched apply, to be polled with
+/// [`Provider::get_exec_status`]. It is what `VRouterConfig.status.execPID`
+/// stores: the guest pid for KubeVirt and Proxmox, an in-process ticket for
+/// vrouter-daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExecHandle(pub i64);
+
+impl ExecHandle {
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl fmt::Display for ExecHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<i64> for ExecHandle {
+    fn from(v: i64) -> Self {
+        ExecHandle(v)
+    }
+}
+
+/// Where a dispatched apply stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExecStatus {
+    Running,
+    Exited(ExecOutcome),
+}
+
+/// What a finished apply left behind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecOutcome {
+    pub exit_code: i64,
+    pub stdout: String,
+    pub stderr: String,
+    /// Set when the remote side could not run the script at all (the
+    /// vrouter-daemon agent's own error) or was killed by a signal.
+    pub error: Option<String>,
+}
+
+impl ExecOutcome {
+    /// Why this apply must be reported as failed, if it must: a non-zero exit
+    /// code, an error from the remote side, or a router failure marker in
+    /// the output (a failed `set` still lets `commit` exit 0).
+    pub fn failure(&self) -> Option<String> {
+        if let Some(e) = &self.error {
+            return Some(e.clone());
+        }
+        if self.exit_code != 0 {
+            return Some(format!("apply script exited with code {}", self.exit_code));
+        }
+        crate::outcome::failure_marker(&self.stdout, &self.stderr)
+    }
+
+    pub fn succeeded(&self) -> bool {
+        self.failure().is_none()
+    }
+}
+
+/// One router, reached through its provider. An instance is bound to one
+/// target when the factory builds it; controllers build a fresh one per
+/// reconcile, so a changed target or Secret takes effect on the next one.
+#[async_trait]
+pub trait Provider: Send + Sync + fmt::Debug {
+    fn kind(&self) -> ProviderType;
+
+    /// Whether the VM (or the daemon agent) is up. A VM that does not exist
+    /// is `Ok(false)`, not an error.
+    async fn is_vm_running(&self) -> Result<bool, ProviderError>;
+
+    /// Whether the router can take a configuration now: the guest agent
+    /// answers, the guest OS is known, and its boot-time configuration unit
+    /// has finished (`SubState=exited`). A no-op for vrouter-daemon.
+    async fn check_ready(&self) -> Result<(), ProviderError>;
+
+    /// Starts applying `config` (a config.boot fragment, may be empty) then
+    /// `commands` (configure-mode lines, may be empty), committing and, when
+    /// `save`, saving. Returns at once with a handle to poll.
+    async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError>;
+
+    /// Polls an apply started by `exec_script`.
+    async fn get_exec_status(&self, handle: ExecHandle) -> Result<ExecStatus, ProviderError>;
+
+    /// The bytes of a file in the guest, e.g. `/config/config.boot`.
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError>;
+}

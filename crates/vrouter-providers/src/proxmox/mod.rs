@@ -1,0 +1,429 @@
+//! Proxmox VE: the guest agent reached through the cluster's REST API
+//! (`/nodes/{node}/qemu/{vmid}/agent/...`), authenticated with an API token.
+
+pub mod api;
+mod http;
+mod tls;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ::http::Method;
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use vrouter_api::ProviderType;
+
+use crate::error::ProviderError;
+use crate::guest::{self, GuestAgent, GuestPaths, GuestTiming};
+use crate::provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};
+use api::ErrorKind;
+pub use http::ApiToken;
+pub(crate) use http::token_part_is_valid;
+use http::{Answer, Client, Endpoint, Timeouts};
+
+/// Everything needed to reach one VM on one Proxmox cluster.
+#[derive(Clone, Debug)]
+pub struct ProxmoxSettings {
+    pub endpoints: Vec<String>,
+    pub token: ApiToken,
+    pub insecure_skip_tls_verify: bool,
+    pub vmid: i64,
+    /// The node `status.proxmoxNode` last recorded; empty means "look it up".
+    pub cached_node: String,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub paths: GuestPaths,
+    pub timing: GuestTiming,
+}
+
+impl ProxmoxSettings {
+    pub fn new(endpoints: Vec<String>, token: ApiToken, vmid: i64) -> Self {
+        let timeouts = Timeouts::default();
+        ProxmoxSettings {
+            endpoints,
+            token,
+            insecure_skip_tls_verify: false,
+            vmid,
+            cached_node: String::new(),
+            connect_timeout: timeouts.connect,
+            request_timeout: timeouts.request,
+            paths: GuestPaths::default(),
+            timing: GuestTiming::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct ProxmoxProvider {
+    client: Client,
+    vmid: i64,
+    node: Mutex<Option<String>>,
+    paths: GuestPaths,
+    timing: GuestTiming,
+}
+
+/// A node-scoped request that found the VM absent from the node asked.
+struct NotOnNode(ProviderError);
+
+impl ProxmoxProvider {
+    pub fn new(settings: ProxmoxSettings) -> Result<Self, ProviderError> {
+        let invalid = |reason: String| ProviderError::InvalidTarget {
+            target: format!("Proxmox VM {}", settings.vmid),
+            reason,
+        };
+        if settings.vmid <= 0 {
+            return Err(invalid(format!("vmid must be positive, got {}", settings.vmid)));
+        }
+        if settings.endpoints.is_empty() {
+            return Err(invalid("the ProxmoxCluster lists no endpoints".into()));
+        }
+        let endpoints = settings
+            .endpoints
+            .iter()
+            .map(|e| Endpoint::parse(e))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(invalid)?;
+        if !http::token_part_is_valid(settings.token.id()) {
+            return Err(invalid(
+                "the API token id is empty or contains spaces or control characters".into(),
+            ));
+        }
+        let tls = tls::client_config(settings.insecure_skip_tls_verify)
+            .map_err(|e| invalid(format!("TLS configuration: {e}")))?;
+        let timeouts = Timeouts {
+            connect: settings.connect_timeout,
+            request: settings.request_timeout,
+        };
+        let cached = settings.cached_node.trim();
+        Ok(ProxmoxProvider {
+            client: Client::new(endpoints, settings.token, tls, timeouts),
+            vmid: settings.vmid,
+            node: Mutex::new((!cached.is_empty()).then(|| cached.to_string())),
+            paths: settings.paths,
+            timing: settings.timing,
+        })
+    }
+
+    /// The node this provider currently talks to (after any re-lookup).
+    pub fn current_node(&self) -> Option<String> {
+        self.node.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn vm_name(&self) -> String {
+        format!("Proxmox VM {}", self.vmid)
+    }
+
+    fn error_of(&self, method: &Method, path: &str, answer: &Answer) -> ProviderError {
+        let message = api::error_message(&answer.reason, &answer.body);
+        let status = answer.status.as_u16();
+        match api::classify_error(status, &message) {
+            ErrorKind::Unauthorized => ProviderError::Unauthorized {
+                endpoint: answer.endpoint.clone(),
+                status,
+                message,
+            },
+            ErrorKind::AgentUnavailable => ProviderError::AgentUnavailable {
+                reason: format!("{}: {message}", self.vm_name()),
+            },
+            ErrorKind::Agent(desc) => ProviderError::Agent {
+                command: path
+                    .split('?')
+                    .next()
+                    .unwrap_or(path)
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(path)
+                    .to_string(),
+                class: String::new(),
+                desc,
+            },
+            ErrorKind::VmNotOnNode | ErrorKind::Other => ProviderError::Http {
+                endpoint: answer.endpoint.clone(),
+                method: method.to_string(),
+                path: path.split('?').next().unwrap_or(path).to_string(),
+                status,
+                message,
+            },
+        }
+    }
+
+    async fn request<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+        idempotent: bool,
+    ) -> Result<Result<T, NotOnNode>, ProviderError> {
+        let body = body.map(|b| b.to_string().into_bytes());
+        let answer = self.client.send(method.clone(), path, body, idempotent).await?;
+        if !answer.status.is_success() {
+            let message = api::error_message(&answer.reason, &answer.body);
+            let error = self.error_of(&method, path, &answer);
+            if api::classify_error(answer.status.as_u16(), &message) == ErrorKind::VmNotOnNode {
+                return Ok(Err(NotOnNode(error)));
+            }
+            return Err(error);
+        }
+        let envelope: api::Envelope<T> = serde_json::from_slice(&answer.body).map_err(|e| {
+            ProviderError::protocol(
+                answer.endpoint.clone(),
+                format!("{method} {}: {e}", path.split('?').next().unwrap_or(path)),
+            )
+        })?;
+        Ok(Ok(envelope.data))
+    }
+
+    /// The node hosting the VM, from `/cluster/resources`.
+    async fn lookup_node(&self) -> Result<String, ProviderError> {
+        let resources: Vec<api::ClusterResource> = self
+            .request(Method::GET, "/api2/json/cluster/resources?type=vm", None, true)
+            .await?
+            .map_err(|NotOnNode(e)| e)?;
+        let node = resources
+            .into_iter()
+            .find(|r| r.vmid == Some(self.vmid) && r.kind.as_deref().is_none_or(|k| k == "qemu"))
+            .and_then(|r| r.node)
+            .ok_or_else(|| ProviderError::VmNotFound {
+                what: format!("{} (absent from /cluster/resources)", self.vm_name()),
+            })?;
+        *self.node.lock().unwrap_or_else(|e| e.into_inner()) = Some(node.clone());
+        Ok(node)
+    }
+
+    async fn node(&self) -> Result<String, ProviderError> {
+        let cached = self.current_node();
+        match cached {
+            Some(node) => Ok(node),
+            None => self.lookup_node().await,
+        }
+    }
+
+    /// A request under `/nodes/{node}/qemu/{vmid}/`. When the VM is not on
+    /// the node asked (it migrated, or `status.proxmoxNode` is stale) the
+    /// node is looked up again and the request repeated once there; a VM on
+    /// no node at all is [`ProviderError::VmNotFound`].
+    async fn on_node<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        suffix: &str,
+        body: Option<serde_json::Value>,
+        idempotent: bool,
+    ) -> Result<T, ProviderError> {
+        let node = self.node().await?;
+        let path = |node: &str| {
+            format!(
+                "/api2/json/nodes/{}/qemu/{}/{suffix}",
+                api::encode_query_value(node),
+                self.vmid
+            )
+        };
+        match self
+            .request(method.clone(), &path(&node), body.clone(), idempotent)
+            .await?
+        {
+            Ok(v) => Ok(v),
+            Err(NotOnNode(first)) => {
+                let fresh = self.lookup_node().await?;
+                if fresh == node {
+                    tracing::debug!(error = %first, "VM reported absent by the node /cluster/resources names");
+                    return Err(ProviderError::VmNotFound {
+                        what: format!("{} on node {node}", self.vm_name()),
+                    });
+                }
+                tracing::info!(vmid = self.vmid, from = %node, to = %fresh, "Proxmox VM moved; retrying on its new node");
+                self.request(method, &path(&fresh), body, idempotent)
+                    .await?
+                    .map_err(|NotOnNode(_)| ProviderError::VmNotFound {
+                        what: format!("{} on node {fresh}", self.vm_name()),
+                    })
+            }
+        }
+    }
+
+    async fn write_one(&self, path: &str, content: &[u8]) -> Result<(), ProviderError> {
+        // encode=0 with our own base64: Proxmox's own encoding would re-encode
+        // the JSON text (wide characters break it) and shrink the payload limit.
+        let body = json!({"file": path, "content": BASE64.encode(content), "encode": 0});
+        let _: serde_json::Value = self.on_node(Method::POST, "agent/file-write", Some(body), true).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl GuestAgent for ProxmoxProvider {
+    async fn ping(&self) -> Result<(), ProviderError> {
+        let _: serde_json::Value = self.on_node(Method::POST, "agent/ping", None, true).await?;
+        Ok(())
+    }
+
+    /// `agent/get-osinfo` first (no process to start); when the agent
+    /// refuses it, the os-release file through `agent/file-read`.
+    async fn os_id(&self, os_release: &str) -> Result<(String, String), ProviderError> {
+        match self
+            .on_node::<api::OsInfoData>(Method::GET, "agent/get-osinfo", None, true)
+            .await
+        {
+            Ok(info) => Ok((info.result.id.unwrap_or_default(), "guest-get-osinfo".to_string())),
+            Err(ProviderError::Agent { desc, .. }) => {
+                tracing::debug!(%desc, "get-osinfo refused; reading os-release instead");
+                let content = GuestAgent::read_file(self, os_release).await?;
+                let id = vrouter_qga::os_release_id(&String::from_utf8_lossy(&content)).unwrap_or_default();
+                Ok((id, os_release.to_string()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn exec(&self, argv: &[String]) -> Result<i64, ProviderError> {
+        let started: api::ExecStarted = self
+            .on_node(Method::POST, "agent/exec", Some(json!({"command": argv})), false)
+            .await?;
+        Ok(started.pid)
+    }
+
+    async fn exec_status(&self, pid: i64) -> Result<ExecStatus, ProviderError> {
+        let result: Result<api::ExecStatusData, ProviderError> = self
+            .on_node(Method::GET, &format!("agent/exec-status?pid={pid}"), None, true)
+            .await;
+        let data = match result {
+            Ok(data) => data,
+            Err(ProviderError::Agent { desc, .. })
+                if vrouter_qga::is_unknown_pid(
+                    vrouter_qga::names::EXEC_STATUS,
+                    &vrouter_qga::AgentError::without_class(desc.clone()),
+                ) =>
+            {
+                return Err(ProviderError::ExecResultLost {
+                    handle: pid,
+                    reason: format!("the guest agent of {} does not know pid {pid}: {desc}", self.vm_name()),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        if !api::truthy(&data.exited) {
+            return Ok(ExecStatus::Running);
+        }
+        let text = |s: &Option<String>| {
+            String::from_utf8_lossy(&api::latin1_to_bytes(s.as_deref().unwrap_or(""))).into_owned()
+        };
+        let mut stdout = text(&data.out_data);
+        let mut stderr = text(&data.err_data);
+        if api::truthy(&data.out_truncated) {
+            stdout.push_str("\n[stdout truncated by the guest agent]");
+        }
+        if api::truthy(&data.err_truncated) {
+            stderr.push_str("\n[stderr truncated by the guest agent]");
+        }
+        let (exit_code, error) = match (data.exitcode, data.signal) {
+            (Some(code), _) => (code, None),
+            (None, Some(signal)) => (
+                128 + signal,
+                Some(format!("apply script was terminated by signal {signal}")),
+            ),
+            (None, None) => (
+                -1,
+                Some("the guest agent reported an exit without a code or signal".to_string()),
+            ),
+        };
+        Ok(ExecStatus::Exited(ExecOutcome {
+            exit_code,
+            stdout,
+            stderr,
+            error,
+        }))
+    }
+
+    /// One `file-write` when it fits; otherwise parts assembled by a shell
+    /// in the guest, because `file-write` always truncates (no append).
+    async fn write_file(&self, path: &str, content: &[u8]) -> Result<(), ProviderError> {
+        if content.len() <= api::FILE_WRITE_MAX_RAW_BYTES {
+            return self.write_one(path, content).await;
+        }
+        if content.len() > api::MAX_WRITE_BYTES {
+            return Err(ProviderError::TooLarge {
+                what: format!("the file for {path}"),
+                size: content.len(),
+                limit: api::MAX_WRITE_BYTES,
+                why: "the Proxmox provider writes".into(),
+            });
+        }
+        let plan = api::write_plan(path, content.len());
+        for (part, range) in &plan {
+            self.write_one(part, &content[range.clone()]).await?;
+        }
+        let mut argv = vec![
+            self.paths.shell.clone(),
+            "-c".to_string(),
+            api::ASSEMBLE_PROGRAM.to_string(),
+            "assemble".to_string(),
+            path.to_string(),
+        ];
+        argv.extend(plan.into_iter().map(|(part, _)| part));
+        let outcome = guest::run_to_exit(self, &argv, self.timing).await?;
+        if outcome.exit_code != 0 {
+            return Err(ProviderError::GuestCommand {
+                command: format!("assembling {path} from parts"),
+                exit_code: outcome.exit_code,
+                stderr: outcome.stderr.trim().to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
+        let data: api::FileRead = self
+            .on_node(
+                Method::GET,
+                &format!("agent/file-read?file={}", api::encode_query_value(path)),
+                None,
+                true,
+            )
+            .await?;
+        if api::truthy(&data.truncated) {
+            return Err(ProviderError::TooLarge {
+                what: path.to_string(),
+                size: data.content.chars().count(),
+                limit: vrouter_qga::constants::MAX_READ_FILE_BYTES,
+                why: "Proxmox VE's agent/file-read returns (it truncated the file)".into(),
+            });
+        }
+        Ok(api::latin1_to_bytes(&data.content))
+    }
+}
+
+#[async_trait]
+impl Provider for ProxmoxProvider {
+    fn kind(&self) -> ProviderType {
+        ProviderType::Proxmox
+    }
+
+    async fn is_vm_running(&self) -> Result<bool, ProviderError> {
+        match self
+            .on_node::<api::VmStatus>(Method::GET, "status/current", None, true)
+            .await
+        {
+            Ok(status) => Ok(status.status == "running"),
+            Err(ProviderError::VmNotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn check_ready(&self) -> Result<(), ProviderError> {
+        guest::check_ready(self, &self.paths, self.timing).await
+    }
+
+    async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError> {
+        guest::exec_script(self, &self.paths, config, commands, save).await
+    }
+
+    async fn get_exec_status(&self, handle: ExecHandle) -> Result<ExecStatus, ProviderError> {
+        self.exec_status(handle.get()).await
+    }
+
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
+        GuestAgent::read_file(self, path).await
+    }
+}

@@ -1,0 +1,320 @@
+//! The factory: which provider a VRouterTarget gets, from which referenced
+//! objects, and the clear errors for every bad or missing piece.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use vrouter_api::{
+    DaemonConfig, KubeVirtConfig, KubeconfigRef, NameRef, ProviderConfig, ProviderType, ProxmoxCluster,
+    ProxmoxClusterSpec, ProxmoxConfig, SecretKeyRef, SecretReference, VRouterTarget, VRouterTargetSpec,
+    VRouterTargetStatus,
+};
+use vrouter_providers::factory::{Plan, plan};
+use vrouter_providers::{FactoryContext, ProviderError, StaticLookup, build_provider};
+use vrouter_testsupport::kube::FakeKubeApi;
+
+const NS: &str = "site-a";
+
+fn target(provider: ProviderConfig) -> VRouterTarget {
+    let mut t = VRouterTarget::new("r1", VRouterTargetSpec { provider, params: None });
+    t.metadata.namespace = Some(NS.into());
+    t
+}
+
+fn kubevirt(name: &str, namespace: &str, kubeconfig: Option<(&str, &str)>) -> VRouterTarget {
+    target(ProviderConfig {
+        type_: ProviderType::KubeVirt,
+        kubevirt: Some(KubeVirtConfig {
+            name: name.into(),
+            namespace: namespace.into(),
+            kubeconfig: kubeconfig.map(|(name, key)| KubeconfigRef {
+                secret_ref: SecretKeyRef {
+                    name: name.into(),
+                    key: key.into(),
+                },
+            }),
+        }),
+        ..Default::default()
+    })
+}
+
+fn proxmox(cluster_ns: &str, node: &str) -> VRouterTarget {
+    let mut t = target(ProviderConfig {
+        type_: ProviderType::Proxmox,
+        proxmox: Some(ProxmoxConfig {
+            vmid: 100,
+            cluster_ref: NameRef {
+                namespace: cluster_ns.into(),
+                name: "pve".into(),
+            },
+        }),
+        ..Default::default()
+    });
+    t.status = Some(VRouterTargetStatus {
+        proxmox_node: node.into(),
+        ..Default::default()
+    });
+    t
+}
+
+fn secret(name: &str, data: &[(&str, &str)]) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn cluster(endpoints: &[&str]) -> ProxmoxCluster {
+    let mut c = ProxmoxCluster::new(
+        "pve",
+        ProxmoxClusterSpec {
+            endpoints: endpoints.iter().map(|e| e.to_string()).collect(),
+            credentials_ref: SecretReference {
+                name: "pve-token".into(),
+            },
+            insecure_skip_tls_verify: true,
+            sync_interval: Default::default(),
+            check_guest_uptime: true,
+        },
+    );
+    c.metadata.namespace = Some(NS.into());
+    c
+}
+
+#[test]
+fn plans_for_each_provider_type() {
+    assert_eq!(
+        plan(&kubevirt("vm1", "", None)).unwrap(),
+        Plan::KubeVirt {
+            vm: "vm1".into(),
+            namespace: NS.into(),
+            kubeconfig: None
+        }
+    );
+    // An explicit VMI namespace is allowed: it locates a VM, not an object of ours.
+    match plan(&kubevirt("vm1", "vms", Some(("remote", "config")))).unwrap() {
+        Plan::KubeVirt {
+            namespace, kubeconfig, ..
+        } => {
+            assert_eq!(namespace, "vms");
+            let k = kubeconfig.unwrap();
+            assert_eq!(
+                (k.namespace.as_str(), k.name.as_str(), k.key.as_str()),
+                (NS, "remote", "config")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        plan(&proxmox("", "pve2")).unwrap(),
+        Plan::Proxmox {
+            vmid: 100,
+            cluster_namespace: NS.into(),
+            cluster_name: "pve".into(),
+            cached_node: "pve2".into()
+        }
+    );
+}
+
+#[test]
+fn bad_targets_are_named_errors() {
+    let no_block = target(ProviderConfig {
+        type_: ProviderType::Proxmox,
+        ..Default::default()
+    });
+    let empty_daemon = target(ProviderConfig {
+        type_: ProviderType::VRouterDaemon,
+        daemon: Some(DaemonConfig {
+            address: "d:1".into(),
+            agent_id: " ".into(),
+            timeout_seconds: 60,
+        }),
+        ..Default::default()
+    });
+    let mut no_namespace = kubevirt("vm", "", None);
+    no_namespace.metadata.namespace = None;
+    let cases = [
+        (no_block, "provider.proxmox is missing"),
+        (kubevirt("", "", None), "provider.kubevirt.name is empty"),
+        (kubevirt("vm", "", Some(("", "k"))), "needs both name and key"),
+        (proxmox("other-tenant", ""), "only the target's own namespace"),
+        (empty_daemon, "agentID is empty"),
+        (no_namespace, "no namespace"),
+    ];
+    for (t, expected) in cases {
+        let err = plan(&t).unwrap_err();
+        assert!(matches!(err, ProviderError::InvalidTarget { .. }), "{err}");
+        assert!(err.to_string().contains(expected), "{err} should mention {expected:?}");
+    }
+}
+
+#[tokio::test]
+async fn proxmox_needs_its_cluster_and_credentials() {
+    let ctx = FactoryContext::default();
+    let t = proxmox(NS, "pve1");
+    let err = build_provider(&t, &StaticLookup::default(), &ctx).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProviderError::ReferenceNotFound {
+                kind: "ProxmoxCluster",
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    let lookup = StaticLookup {
+        proxmox_clusters: vec![cluster(&["https://127.0.0.1:8006"])],
+        secrets: vec![],
+    };
+    let err = build_provider(&t, &lookup, &ctx).await.unwrap_err();
+    assert!(err.to_string().contains("Secret site-a/pve-token"), "{err}");
+
+    let lookup = StaticLookup {
+        proxmox_clusters: vec![cluster(&["https://127.0.0.1:8006"])],
+        secrets: vec![secret("pve-token", &[("api-token-id", "root@pam!op")])],
+    };
+    let err = build_provider(&t, &lookup, &ctx).await.unwrap_err();
+    assert!(err.to_string().contains("\"api-token-secret\""), "{err}");
+
+    let lookup = StaticLookup {
+        proxmox_clusters: vec![cluster(&["http://127.0.0.1:8006"])],
+        secrets: vec![secret(
+            "pve-token",
+            &[("api-token-id", "root@pam!op"), ("api-token-secret", "s3cr3t")],
+        )],
+    };
+    let err = build_provider(&t, &lookup, &ctx).await.unwrap_err();
+    assert!(err.to_string().contains("https://"), "{err}");
+    assert!(!format!("{err} {err:?}").contains("s3cr3t"));
+
+    let lookup = StaticLookup {
+        proxmox_clusters: vec![cluster(&["https://127.0.0.1:8006"])],
+        secrets: vec![secret(
+            "pve-token",
+            &[("api-token-id", "root@pam!op"), ("api-token-secret", " s3cr3t\n")],
+        )],
+    };
+    let provider = build_provider(&t, &lookup, &ctx).await.unwrap();
+    assert_eq!(provider.kind(), ProviderType::Proxmox);
+    assert!(!format!("{provider:?}").contains("s3cr3t"), "{provider:?}");
+}
+
+#[tokio::test]
+async fn daemon_targets_get_the_daemon_provider() {
+    let t = target(ProviderConfig {
+        type_: ProviderType::VRouterDaemon,
+        daemon: Some(DaemonConfig {
+            address: "127.0.0.1:50052".into(),
+            agent_id: "router-a".into(),
+            timeout_seconds: 60,
+        }),
+        ..Default::default()
+    });
+    let p = build_provider(&t, &StaticLookup::default(), &FactoryContext::default())
+        .await
+        .unwrap();
+    assert_eq!(p.kind(), ProviderType::VRouterDaemon);
+}
+
+fn kubeconfig_yaml(server: &str, user: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: remote\nclusters:\n- name: remote\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: remote\n  context:\n    cluster: remote\n    user: remote\nusers:\n- name: remote\n  user:\n{user}"
+    )
+}
+
+#[tokio::test]
+async fn kubevirt_in_a_remote_cluster_uses_the_kubeconfig_secret() {
+    let api = FakeKubeApi::start().await;
+    api.put_vmi(NS, "vm1", "uid-1", "Running", "node-a");
+    let t = kubevirt("vm1", "", Some(("remote", "kubeconfig")));
+    let lookup = StaticLookup {
+        secrets: vec![secret(
+            "remote",
+            &[("kubeconfig", &kubeconfig_yaml(&api.url(), "    token: remote-token\n"))],
+        )],
+        ..Default::default()
+    };
+    // No local client: the VMI can only be found through the kubeconfig.
+    let p = build_provider(&t, &lookup, &FactoryContext::default()).await.unwrap();
+    assert_eq!(p.kind(), ProviderType::KubeVirt);
+    assert!(p.is_vm_running().await.unwrap());
+
+    let err = build_provider(&kubevirt("vm1", "", None), &lookup, &FactoryContext::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no Kubernetes client"), "{err}");
+
+    let err = build_provider(
+        &kubevirt("vm1", "", Some(("absent", "kubeconfig"))),
+        &lookup,
+        &FactoryContext::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::ReferenceNotFound { kind: "Secret", .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn kubeconfigs_that_run_programs_or_read_files_are_refused() {
+    let cases = [
+        (
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh\n",
+            "exec credential plugin",
+        ),
+        (
+            "    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token\n",
+            "tokenFile",
+        ),
+        (
+            "    client-certificate: /etc/cert.pem\n    client-key: /etc/key.pem\n",
+            "client-certificate",
+        ),
+    ];
+    for (user, expected) in cases {
+        let lookup = StaticLookup {
+            secrets: vec![secret(
+                "remote",
+                &[("kubeconfig", &kubeconfig_yaml("https://127.0.0.1:6443", user))],
+            )],
+            ..Default::default()
+        };
+        let err = build_provider(
+            &kubevirt("vm1", "", Some(("remote", "kubeconfig"))),
+            &lookup,
+            &FactoryContext::default(),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains(expected), "{err} should mention {expected}");
+    }
+    let lookup = StaticLookup {
+        secrets: vec![secret("remote", &[("kubeconfig", "token: [unclosed sup3r-secret")])],
+        ..Default::default()
+    };
+    let err = build_provider(
+        &kubevirt("vm1", "", Some(("remote", "kubeconfig"))),
+        &lookup,
+        &FactoryContext::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("not a kubeconfig"), "{err}");
+    assert!(!format!("{err} {err:?}").contains("sup3r-secret"), "{err:?}");
+}

@@ -1,0 +1,368 @@
+//! The Proxmox VE provider against an in-test HTTPS Proxmox API whose agent
+//! endpoints drive a real qemu-ga; the apply script runs in that agent with
+//! bash and stub config-mode functions.
+
+use std::time::Duration;
+
+use vrouter_providers::proxmox::{ApiToken, ProxmoxProvider, ProxmoxSettings};
+use vrouter_providers::{ExecHandle, ExecOutcome, ExecStatus, GuestTiming, Provider, ProviderError};
+use vrouter_testsupport::guest::GuestSandbox;
+use vrouter_testsupport::proxmox::{FakeProxmox, SilentEndpoint, refusing_endpoint};
+use vrouter_testsupport::{AgentProcess, start_agent};
+
+const TOKEN_ID: &str = "root@pam!vrouter";
+const TOKEN_SECRET: &str = "5f1c0b1e-7d2a-4c59-9a55-secret-value";
+const VMID: i64 = 100;
+
+struct Guest {
+    agent: AgentProcess,
+    sandbox: GuestSandbox,
+    pve: FakeProxmox,
+}
+
+async fn guest(os_id: &str) -> Guest {
+    let agent = start_agent();
+    let sandbox = GuestSandbox::new(agent.dir(), os_id);
+    let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
+    pve.add_vm(VMID, "pve1", agent.socket_path());
+    Guest { agent, sandbox, pve }
+}
+
+impl Guest {
+    fn settings(&self, endpoints: Vec<String>) -> ProxmoxSettings {
+        let mut s = ProxmoxSettings::new(endpoints, ApiToken::new(TOKEN_ID, TOKEN_SECRET), VMID);
+        s.insecure_skip_tls_verify = true;
+        s.cached_node = "pve1".into();
+        s.connect_timeout = Duration::from_millis(500);
+        s.request_timeout = Duration::from_secs(20);
+        s.paths = self.sandbox.paths();
+        s.timing = GuestTiming {
+            poll_interval: Duration::from_millis(20),
+            command_timeout: Duration::from_secs(20),
+        };
+        s
+    }
+
+    fn provider(&self) -> ProxmoxProvider {
+        ProxmoxProvider::new(self.settings(vec![self.pve.url(0)])).unwrap()
+    }
+}
+
+/// Polls until the apply exits (bounded by an iteration count, not a clock).
+async fn wait(provider: &dyn Provider, handle: ExecHandle) -> ExecOutcome {
+    for _ in 0..1000 {
+        match provider.get_exec_status(handle).await.unwrap() {
+            ExecStatus::Running => tokio::time::sleep(Duration::from_millis(20)).await,
+            ExecStatus::Exited(outcome) => return outcome,
+        }
+    }
+    panic!("apply {handle} still running after 1000 polls");
+}
+
+const CONFIG: &str = "interfaces {\n    ethernet eth0 {\n        address 10.0.0.1/24\n        description \"Zürich uplink ✓\"\n    }\n}\nsystem {\n    host-name r1\n}\n";
+
+#[tokio::test]
+async fn full_apply_path_runs_the_script_in_the_agent() {
+    let g = guest("vyos").await;
+    let p = g.provider();
+    assert!(p.is_vm_running().await.unwrap());
+    p.check_ready().await.unwrap();
+    assert_eq!(
+        g.sandbox.systemctl_calls(),
+        ["show -p SubState --value vyos-router.service"]
+    );
+
+    let handle = p
+        .exec_script(
+            CONFIG,
+            "set system host-name r1\nset interfaces ethernet eth0 mtu 1500",
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(handle.get() > 0);
+    let outcome = wait(&p, handle).await;
+    assert_eq!(outcome.exit_code, 0, "{outcome:?}");
+    assert_eq!(outcome.failure(), None, "{outcome:?}");
+    assert_eq!(g.sandbox.loaded_config().as_deref(), Some(CONFIG.as_bytes()));
+    assert_eq!(
+        g.sandbox.calls(),
+        [
+            "source /opt/vyatta/etc/functions/script-template",
+            "configure",
+            "load /dev/stdin",
+            "set system host-name r1",
+            "set interfaces ethernet eth0 mtu 1500",
+            "commit",
+            "save",
+        ]
+    );
+    // The guest agent forgets a pid once it reported the exit: a later poll
+    // (say, after an operator restart) is a lost result, not an error to retry.
+    let err = p.get_exec_status(handle).await.unwrap_err();
+    assert!(err.is_exec_result_lost(), "{err}");
+}
+
+#[tokio::test]
+async fn save_false_and_empty_config_load_the_default() {
+    let g = guest("vyos").await;
+    let p = g.provider();
+    let outcome = wait(&p, p.exec_script("", "set system host-name r2", false).await.unwrap()).await;
+    assert_eq!(outcome.failure(), None, "{outcome:?}");
+    let calls = g.sandbox.calls();
+    assert!(
+        calls.contains(&"load /opt/vyatta/etc/config.boot.default".to_string()),
+        "{calls:?}"
+    );
+    assert_eq!(
+        calls.last().map(String::as_str),
+        Some("commit"),
+        "no save when save=false: {calls:?}"
+    );
+}
+
+#[tokio::test]
+async fn failure_marker_and_exit_code_fail_the_apply() {
+    let g = guest("vyos").await;
+    let p = g.provider();
+    let marked = wait(&p, p.exec_script("", "set interfaces INVALID", true).await.unwrap()).await;
+    assert_eq!(marked.exit_code, 0, "commit exits 0 after a failed set: {marked:?}");
+    assert!(marked.failure().unwrap().contains("Set failed"), "{marked:?}");
+
+    let exited = wait(&p, p.exec_script("", "echo broken >&2\nexit 3", true).await.unwrap()).await;
+    assert_eq!(exited.exit_code, 3);
+    assert_eq!(exited.stderr, "broken\n");
+    assert!(exited.failure().is_some());
+}
+
+#[tokio::test]
+async fn script_larger_than_one_file_write_arrives_whole() {
+    let g = guest("vyos").await;
+    let p = g.provider();
+    // ~200 KiB: four times what one agent/file-write may carry.
+    let mut config = String::from("firewall {\n");
+    for i in 0..4000 {
+        config.push_str(&format!(
+            "    group address-group g{i} {{ address 192.0.2.{} }} # ünïcode\n",
+            i % 250
+        ));
+    }
+    config.push_str("}\n");
+    assert!(config.len() > 4 * 46 * 1024);
+    let outcome = wait(&p, p.exec_script(&config, "", true).await.unwrap()).await;
+    assert_eq!(outcome.failure(), None, "{outcome:?}");
+    assert_eq!(g.sandbox.loaded_config().as_deref(), Some(config.as_bytes()));
+    let leftovers: Vec<_> = std::fs::read_dir(g.sandbox.dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.contains(".part"))
+        .collect();
+    assert!(leftovers.is_empty(), "part files left behind: {leftovers:?}");
+}
+
+#[tokio::test]
+async fn readiness_follows_the_guest_flavor_and_unit_state() {
+    let g = guest("dozenos").await;
+    let p = g.provider();
+    p.check_ready().await.unwrap();
+    assert_eq!(
+        g.sandbox.systemctl_calls(),
+        ["show -p SubState --value dozenos-router.service"]
+    );
+
+    g.sandbox.set_substate("running");
+    let err = p.check_ready().await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::NotReady { unit, substate } if unit == "dozenos-router.service" && substate == "running"),
+        "{err}"
+    );
+
+    g.sandbox.set_os_id("debian");
+    let err = p.check_ready().await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::UnknownGuestOs { id, .. } if id == "debian"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn read_file_returns_the_bytes_exactly() {
+    let g = guest("vyos").await;
+    let p = g.provider();
+    let mut content = CONFIG.as_bytes().to_vec();
+    content.extend_from_slice(b"/* binary tail: \x00\x01\xfe\xff */\n");
+    let path = g.sandbox.put_file("config.boot", &content);
+    assert_eq!(p.read_file(&path).await.unwrap(), content);
+
+    // Bigger than what Proxmox returns in one file-read: refused, not truncated.
+    g.pve.set_max_read(64);
+    let err = p.read_file(&path).await.unwrap_err();
+    assert!(matches!(err, ProviderError::TooLarge { .. }), "{err}");
+
+    let err = p.read_file(&g.agent.guest_path("missing")).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Agent { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn unreachable_endpoints_are_skipped_in_order() {
+    let g = guest("vyos").await;
+    let silent = SilentEndpoint::start().await;
+    let refused = refusing_endpoint().await;
+    let p = ProxmoxProvider::new(g.settings(vec![refused.clone(), silent.url(), g.pve.url(0)])).unwrap();
+    assert!(p.is_vm_running().await.unwrap());
+    p.check_ready().await.unwrap();
+
+    let down = ProxmoxProvider::new(g.settings(vec![refused.clone(), silent.url()])).unwrap();
+    let err = down.is_vm_running().await.unwrap_err();
+    match &err {
+        ProviderError::Unreachable { attempts } => {
+            assert_eq!(attempts.0.len(), 2, "{err}");
+            assert!(attempts.0[0].reason.contains("TCP connect failed"), "{err}");
+            assert!(attempts.0[1].reason.contains("within"), "{err}");
+        }
+        other => panic!("expected Unreachable, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn an_http_error_answer_is_not_a_failover() {
+    let mut g = guest("vyos").await;
+    let second = g.pve.add_endpoint().await;
+    let mut settings = g.settings(vec![g.pve.url(0), second]);
+    settings.token = ApiToken::new(TOKEN_ID, "wrong-secret");
+    let p = ProxmoxProvider::new(settings).unwrap();
+    let err = p.is_vm_running().await.unwrap_err();
+    assert!(err.is_unauthorized(), "{err}");
+    assert!(err.to_string().contains("401"), "{err}");
+    assert!(g.pve.seen().iter().all(|s| s.endpoint == 0), "{:?}", g.pve.seen());
+}
+
+#[tokio::test]
+async fn tls_verification_is_on_unless_skipped() {
+    let g = guest("vyos").await;
+    let mut settings = g.settings(vec![g.pve.url(0)]);
+    settings.insecure_skip_tls_verify = false;
+    let p = ProxmoxProvider::new(settings).unwrap();
+    let err = p.is_vm_running().await.unwrap_err();
+    assert!(matches!(err, ProviderError::Unreachable { .. }), "{err}");
+    assert!(err.to_string().contains("TLS handshake failed"), "{err}");
+    assert!(
+        g.pve.seen().is_empty(),
+        "no request may be sent over an unverified connection"
+    );
+}
+
+#[tokio::test]
+async fn missing_vm_is_not_running() {
+    let g = guest("vyos").await;
+    let p = g.provider();
+    g.pve.set_absent_status(404);
+    g.pve.remove_vm(VMID);
+    assert!(!p.is_vm_running().await.unwrap());
+
+    // The same without a cached node, and with Proxmox's own 500 answer.
+    let g = guest("vyos").await;
+    g.pve.remove_vm(VMID);
+    let mut settings = g.settings(vec![g.pve.url(0)]);
+    settings.cached_node = String::new();
+    let p = ProxmoxProvider::new(settings).unwrap();
+    assert!(!p.is_vm_running().await.unwrap());
+    let err = p.check_ready().await.unwrap_err();
+    assert!(err.is_vm_not_found(), "{err}");
+}
+
+#[tokio::test]
+async fn stopped_vm_is_not_running_and_not_ready() {
+    let g = guest("vyos").await;
+    g.pve.set_running(VMID, false);
+    let p = g.provider();
+    assert!(!p.is_vm_running().await.unwrap());
+    let err = p.check_ready().await.unwrap_err();
+    assert!(matches!(err, ProviderError::AgentUnavailable { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn vm_that_moved_is_found_on_its_new_node() {
+    let g = guest("vyos").await;
+    let p = g.provider();
+    g.pve.move_vm(VMID, "pve2");
+    assert!(p.is_vm_running().await.unwrap());
+    assert_eq!(p.current_node().as_deref(), Some("pve2"));
+    g.pve.move_vm(VMID, "pve3");
+    let outcome = wait(&p, p.exec_script(CONFIG, "", true).await.unwrap()).await;
+    assert_eq!(outcome.failure(), None, "{outcome:?}");
+    assert_eq!(p.current_node().as_deref(), Some("pve3"));
+}
+
+#[tokio::test]
+async fn apply_that_never_exits_stays_running() {
+    let g = guest("vyos").await;
+    let p = g.provider();
+    let handle = p.exec_script("", "set system host-name r1", true).await.unwrap();
+    g.pve.stall_exec_status(VMID, true);
+    for _ in 0..20 {
+        assert_eq!(p.get_exec_status(handle).await.unwrap(), ExecStatus::Running);
+    }
+    g.pve.stall_exec_status(VMID, false);
+    assert_eq!(wait(&p, handle).await.failure(), None);
+}
+
+/// Collects everything the provider prints, says or logs on its failure
+/// paths, and checks the token secret is in none of it.
+#[tokio::test]
+async fn the_token_secret_never_appears_in_errors_debug_or_logs() {
+    let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let writer = {
+        let logs = logs.clone();
+        move || LogWriter(logs.clone())
+    };
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(writer)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let g = guest("vyos").await;
+    let silent = SilentEndpoint::start().await;
+    let mut texts = Vec::new();
+    let mut settings = g.settings(vec![refusing_endpoint().await, silent.url(), g.pve.url(0)]);
+    settings.cached_node = "elsewhere".into();
+    let p = ProxmoxProvider::new(settings.clone()).unwrap();
+    texts.push(format!("{p:?} {settings:?}"));
+    assert!(p.is_vm_running().await.unwrap());
+    g.pve.set_token(TOKEN_ID, "rotated");
+    for err in [
+        p.is_vm_running().await.unwrap_err(),
+        p.read_file("/nonexistent").await.unwrap_err(),
+        p.check_ready().await.unwrap_err(),
+    ] {
+        texts.push(format!("{err} {err:?}"));
+    }
+    let down = ProxmoxProvider::new(g.settings(vec![silent.url()])).unwrap();
+    let err = down.is_vm_running().await.unwrap_err();
+    texts.push(format!("{err} {err:?}"));
+    texts.push(String::from_utf8_lossy(&logs.lock().unwrap()).into_owned());
+    for text in &texts {
+        assert!(!text.contains(TOKEN_SECRET), "the token secret leaked into: {text}");
+        assert!(
+            !text.contains("5f1c0b1e"),
+            "part of the token secret leaked into: {text}"
+        );
+    }
+    assert!(
+        texts.iter().any(|t| t.contains("Proxmox VM moved")),
+        "the log capture saw nothing"
+    );
+}
+
+struct LogWriter(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,154 @@
+//! The guest side of a test: files and commands a router would have, in a
+//! temporary directory the test's qemu-ga can reach.
+//!
+//! - `os-release` with the flavor's `ID=`;
+//! - `systemctl`: a stub that records each call and prints the SubState
+//!   the test sets (the test machine has no vyos-router.service);
+//! - `vbash`: bash with vrouter-render's stand-ins for VyOS's config-mode
+//!   functions loaded through `BASH_ENV`; they log every call and what
+//!   `load /dev/stdin` read, byte for byte.
+//!
+//! One addition to those stubs: a `set` whose arguments contain `INVALID`
+//! fails the way VyOS does — it prints `Set failed` and returns 1, and the
+//! script goes on to `commit`, which exits 0.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use vrouter_providers::GuestPaths;
+use vrouter_render::testing::{StubEvent, parse_stub_log};
+
+/// Appended to vrouter-render's stubs; logs the call in their record format.
+const FAILING_SET: &str = r#"
+set() {
+    printf '%s\0' CALL set "$#" "$@" >>"$VROUTER_STUB_LOG"
+    case "$*" in *INVALID*) echo "Set failed"; return 1 ;; esac
+}
+"#;
+
+fn write_executable(path: &Path, content: &str) {
+    fs::write(path, content).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+}
+
+/// The guest-side seams of one test guest.
+#[derive(Debug, Clone)]
+pub struct GuestSandbox {
+    dir: PathBuf,
+}
+
+impl GuestSandbox {
+    /// Lays out a guest of OS `os_id` (`vyos`, `dozenos`, …) in `dir` (use
+    /// the agent's directory), with the router unit in SubState `exited`.
+    pub fn new(dir: &Path, os_id: &str) -> Self {
+        let dir = dir.join("guest");
+        fs::create_dir_all(&dir).expect("create the sandbox directory");
+        let sandbox = GuestSandbox { dir };
+        sandbox.set_os_id(os_id);
+        sandbox.set_substate("exited");
+        fs::write(
+            sandbox.dir.join("vyatta-stubs.bash"),
+            format!("{}\n{FAILING_SET}", vrouter_render::testing::VYATTA_STUBS),
+        )
+        .expect("write the stubs");
+        fs::write(sandbox.dir.join("stub.log"), b"").expect("create the stub log");
+        write_executable(
+            &sandbox.dir.join("systemctl"),
+            &format!(
+                "#!/bin/bash\nprintf '%s\\n' \"$*\" >> '{d}/systemctl.log'\n\
+                 if [ $# -ne 5 ] || [ \"$1 $2 $3 $4\" != 'show -p SubState --value' ]; then\n\
+                 echo \"unexpected systemctl call: $*\" >&2; exit 2; fi\n\
+                 cat '{d}/substate'\n",
+                d = sandbox.dir.display()
+            ),
+        );
+        write_executable(
+            &sandbox.dir.join("vbash"),
+            &format!(
+                "#!/bin/bash\nexport VROUTER_STUB_LOG='{d}/stub.log'\nexport BASH_ENV='{d}/vyatta-stubs.bash'\nexec /bin/bash \"$@\"\n",
+                d = sandbox.dir.display()
+            ),
+        );
+        sandbox
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).to_str().expect("UTF-8 temp paths").to_string()
+    }
+
+    /// The provider's guest paths, all pointing into this sandbox.
+    pub fn paths(&self) -> GuestPaths {
+        GuestPaths {
+            script_path: self.path("vrouter-apply.sh"),
+            interpreter: self.path("vbash"),
+            systemctl: self.path("systemctl"),
+            os_release: self.path("os-release"),
+            shell: "/bin/sh".into(),
+        }
+    }
+
+    pub fn set_os_id(&self, id: &str) {
+        fs::write(
+            self.dir.join("os-release"),
+            format!("NAME=\"Test\"\nID={id}\nVERSION_ID=1\n"),
+        )
+        .expect("write os-release");
+    }
+
+    pub fn set_substate(&self, substate: &str) {
+        fs::write(self.dir.join("substate"), format!("{substate}\n")).expect("write the substate");
+    }
+
+    /// Each systemctl call's arguments, in order.
+    pub fn systemctl_calls(&self) -> Vec<String> {
+        read_lines(&self.dir.join("systemctl.log"))
+    }
+
+    fn stub_events(&self) -> Vec<StubEvent> {
+        let bytes = fs::read(self.dir.join("stub.log")).unwrap_or_default();
+        parse_stub_log(&bytes).unwrap_or_else(|e| panic!("the stub log does not parse: {e}"))
+    }
+
+    /// The config-mode calls the apply script made, in order, each as
+    /// `name arg…`.
+    pub fn calls(&self) -> Vec<String> {
+        self.stub_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                StubEvent::Call { name, args } => Some(std::iter::once(name).chain(args).collect::<Vec<_>>().join(" ")),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What `load /dev/stdin` received, byte for byte.
+    pub fn loaded_config(&self) -> Option<Vec<u8>> {
+        self.stub_events().into_iter().find_map(|e| match e {
+            StubEvent::Loaded(config) => Some(config.into_bytes()),
+            _ => None,
+        })
+    }
+
+    /// The apply script as written into the guest.
+    pub fn script(&self) -> Option<Vec<u8>> {
+        fs::read(self.dir.join("vrouter-apply.sh")).ok()
+    }
+
+    /// Puts a file into the guest (e.g. a `config.boot`); returns its path.
+    pub fn put_file(&self, name: &str, content: &[u8]) -> String {
+        fs::write(self.dir.join(name), content).expect("write the guest file");
+        self.path(name)
+    }
+}
+
+fn read_lines(path: &Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .map(|s| s.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,424 @@
+//! An in-process Kubernetes API for the KubeVirt provider, on plain HTTP at
+//! 127.0.0.1: `GET` of a VirtualMachineInstance, `LIST` of pods by label,
+//! and pods/exec over the websocket channel subprotocol
+//! (`v5.channel.k8s.io`/`v4.channel.k8s.io`, what kube-rs asks for).
+//!
+//! An exec of `virsh qemu-agent-command <domain> '<json>'` in container
+//! `compute` behaves as virsh does: the JSON goes to the pod's real qemu-ga,
+//! the reply is printed on stdout with exit 0, an agent error is printed as
+//! `error: internal error: unable to execute QEMU agent command '<cmd>':
+//! <desc>` on stderr with exit 1. A domain other than the pod's
+//! `<namespace>_<vmi>` or a pod without an agent fail as virsh would.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use http::{Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, UnixStream};
+use tokio::task::JoinHandle;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::Role;
+
+use crate::http_util::{parse_query, query_value, response};
+
+/// One exec the fake carried out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecSeen {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub command: Vec<String>,
+}
+
+struct LauncherPod {
+    pod: Pod,
+    agent_socket: Option<PathBuf>,
+}
+
+#[derive(Default)]
+struct State {
+    vmis: Mutex<HashMap<(String, String), Value>>,
+    pods: Mutex<Vec<LauncherPod>>,
+    execs: Mutex<Vec<ExecSeen>>,
+    /// One agent connection at a time per socket, as qemu-ga serves them.
+    agent_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The fake API server; stops when dropped.
+pub struct FakeKubeApi {
+    addr: SocketAddr,
+    state: Arc<State>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FakeKubeApi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeKubeApi {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let addr = listener.local_addr().expect("local address");
+        let state = Arc::new(State::default());
+        let shared = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| {
+                        let state = state.clone();
+                        async move { Ok::<_, std::convert::Infallible>(handle(state, req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tcp), service)
+                        .with_upgrades()
+                        .await;
+                });
+            }
+        });
+        FakeKubeApi { addr, state, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kube client talking to this server.
+    pub fn client(&self) -> kube::Client {
+        let config = kube::Config::new(self.url().parse().expect("a valid URL"));
+        kube::Client::try_from(config).expect("a kube client for the fake API")
+    }
+
+    /// Creates or replaces a VMI.
+    pub fn put_vmi(&self, namespace: &str, name: &str, uid: &str, phase: &str, node: &str) {
+        let vmi = json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "1"},
+            "status": {"phase": phase, "nodeName": node},
+        });
+        self.state
+            .vmis
+            .lock()
+            .unwrap()
+            .insert((namespace.into(), name.into()), vmi);
+    }
+
+    pub fn remove_vmi(&self, namespace: &str, name: &str) {
+        self.state
+            .vmis
+            .lock()
+            .unwrap()
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// Adds a virt-launcher pod for VMI `vmi` (uid `vmi_uid`) on `node`;
+    /// `agent_socket` is the qemu-ga its virsh reaches (`None`: no agent).
+    /// Each virsh call opens its own agent connection, so the agent must not
+    /// be held by another client (such as a `FakeProxmox`) at the same time.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_launcher_pod(
+        &self,
+        namespace: &str,
+        pod: &str,
+        vmi: &str,
+        vmi_uid: &str,
+        node: &str,
+        phase: &str,
+        agent_socket: Option<PathBuf>,
+    ) {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(pod.into()),
+                namespace: Some(namespace.into()),
+                labels: Some(
+                    [
+                        ("kubevirt.io".to_string(), "virt-launcher".to_string()),
+                        ("vm.kubevirt.io/name".to_string(), vmi.to_string()),
+                        ("kubevirt.io/created-by".to_string(), vmi_uid.to_string()),
+                    ]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some(node.into()),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+        };
+        let mut pods = self.state.pods.lock().unwrap();
+        pods.retain(|p| p.pod.metadata.name != pod.metadata.name || p.pod.metadata.namespace != pod.metadata.namespace);
+        pods.push(LauncherPod { pod, agent_socket });
+    }
+
+    /// Every exec carried out so far.
+    pub fn execs(&self) -> Vec<ExecSeen> {
+        self.state.execs.lock().unwrap().clone()
+    }
+}
+
+type Answer = Response<Full<Bytes>>;
+
+fn status(code: u16, reason: &str, message: &str) -> Answer {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code,
+    });
+    response(
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        None,
+        "application/json",
+        body.to_string().into_bytes(),
+    )
+}
+
+fn json_ok(value: &Value) -> Answer {
+    response(StatusCode::OK, None, "application/json", value.to_string().into_bytes())
+}
+
+async fn handle(state: Arc<State>, req: Request<Incoming>) -> Answer {
+    let path = req.uri().path().to_string();
+    let query = parse_query(req.uri().query().unwrap_or(""));
+    let segments: Vec<String> = path.trim_start_matches('/').split('/').map(str::to_string).collect();
+    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    match segs.as_slice() {
+        [
+            "apis",
+            "kubevirt.io",
+            "v1",
+            "namespaces",
+            ns,
+            "virtualmachineinstances",
+            name,
+        ] => {
+            let vmi = state
+                .vmis
+                .lock()
+                .unwrap()
+                .get(&(ns.to_string(), name.to_string()))
+                .cloned();
+            match vmi {
+                Some(v) => json_ok(&v),
+                None => status(
+                    404,
+                    "NotFound",
+                    &format!("virtualmachineinstances.kubevirt.io \"{name}\" not found"),
+                ),
+            }
+        }
+        ["api", "v1", "namespaces", ns, "pods"] => {
+            let selector = query_value(&query, "labelSelector").unwrap_or_default();
+            let wanted: Vec<(String, String)> = selector
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .filter_map(|s| s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+                .collect();
+            let pods = state.pods.lock().unwrap();
+            let items: Vec<&Pod> = pods
+                .iter()
+                .map(|p| &p.pod)
+                .filter(|p| p.metadata.namespace.as_deref() == Some(*ns))
+                .filter(|p| {
+                    let labels = p.metadata.labels.clone().unwrap_or_default();
+                    wanted.iter().all(|(k, v)| labels.get(k) == Some(v))
+                })
+                .collect();
+            json_ok(
+                &json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": items}),
+            )
+        }
+        ["api", "v1", "namespaces", ns, "pods", pod, "exec"] => exec(state, req, ns, pod, &query).await,
+        _ => status(
+            404,
+            "NotFound",
+            &format!("the server could not find the requested resource ({path})"),
+        ),
+    }
+}
+
+async fn exec(
+    state: Arc<State>,
+    req: Request<Incoming>,
+    ns: &str,
+    pod_name: &str,
+    query: &[(String, String)],
+) -> Answer {
+    let container = query_value(query, "container").unwrap_or_default();
+    let command: Vec<String> = query
+        .iter()
+        .filter(|(k, _)| k == "command")
+        .map(|(_, v)| v.clone())
+        .collect();
+    let (vmi_name, socket) = {
+        let pods = state.pods.lock().unwrap();
+        let Some(found) = pods.iter().find(|p| {
+            p.pod.metadata.namespace.as_deref() == Some(ns) && p.pod.metadata.name.as_deref() == Some(pod_name)
+        }) else {
+            return status(404, "NotFound", &format!("pods \"{pod_name}\" not found"));
+        };
+        let vmi = found
+            .pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("vm.kubevirt.io/name"))
+            .cloned()
+            .unwrap_or_default();
+        (vmi, found.agent_socket.clone())
+    };
+    if container != "compute" {
+        return status(
+            400,
+            "BadRequest",
+            &format!("container {container} is not valid for pod {pod_name}"),
+        );
+    }
+    state.execs.lock().unwrap().push(ExecSeen {
+        namespace: ns.into(),
+        pod: pod_name.into(),
+        container,
+        command: command.clone(),
+    });
+    let Some(key) = req.headers().get(header::SEC_WEBSOCKET_KEY).cloned() else {
+        return status(400, "BadRequest", "exec needs a websocket upgrade");
+    };
+    let offered = req
+        .headers()
+        .get(header::SEC_WEBSOCKET_PROTOCOL)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let Some(protocol) = ["v5.channel.k8s.io", "v4.channel.k8s.io"]
+        .into_iter()
+        .find(|p| offered.split(',').any(|o| o.trim() == *p))
+    else {
+        return status(400, "BadRequest", "no supported channel subprotocol offered");
+    };
+    let agent_lock = socket
+        .as_ref()
+        .map(|s| state.agent_locks.lock().unwrap().entry(s.clone()).or_default().clone());
+    let domain = format!("{ns}_{vmi_name}");
+    tokio::spawn(async move {
+        let Ok(upgraded) = hyper::upgrade::on(req).await else {
+            return;
+        };
+        let mut ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+        let (stdout, stderr, code) = run_virsh(&command, &domain, socket, agent_lock).await;
+        let mut frames = Vec::new();
+        if !stdout.is_empty() {
+            frames.push([&[1u8][..], &stdout].concat());
+        }
+        if !stderr.is_empty() {
+            frames.push([&[2u8][..], &stderr].concat());
+        }
+        let status = if code == 0 {
+            json!({"metadata": {}, "status": "Success"})
+        } else {
+            json!({"metadata": {}, "status": "Failure",
+                "message": format!("command terminated with non-zero exit code: exit status {code}"),
+                "reason": "NonZeroExitCode",
+                "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]}})
+        };
+        frames.push([&[3u8][..], status.to_string().as_bytes()].concat());
+        for frame in frames {
+            if ws.send(Message::binary(frame)).await.is_err() {
+                return;
+            }
+        }
+        let _ = ws.close(None).await;
+        // Drain until the client closes too.
+        while let Some(Ok(_)) = ws.next().await {}
+    });
+    let mut resp = response(StatusCode::SWITCHING_PROTOCOLS, None, "text/plain", Vec::new());
+    let headers = resp.headers_mut();
+    headers.insert(header::UPGRADE, "websocket".parse().unwrap());
+    headers.insert(header::CONNECTION, "Upgrade".parse().unwrap());
+    headers.insert(
+        header::SEC_WEBSOCKET_ACCEPT,
+        derive_accept_key(key.as_bytes()).parse().unwrap(),
+    );
+    headers.insert(header::SEC_WEBSOCKET_PROTOCOL, protocol.parse().unwrap());
+    headers.remove(header::CONTENT_TYPE);
+    resp
+}
+
+/// `virsh qemu-agent-command DOMAIN JSON`: (stdout, stderr, exit code).
+async fn run_virsh(
+    command: &[String],
+    domain: &str,
+    socket: Option<PathBuf>,
+    lock: Option<Arc<tokio::sync::Mutex<()>>>,
+) -> (Vec<u8>, Vec<u8>, i32) {
+    let fail = |msg: String| (Vec::new(), format!("error: {msg}\n").into_bytes(), 1);
+    let [virsh, sub, asked_domain, json] = command else {
+        return fail(format!("unexpected command {command:?}"));
+    };
+    if virsh != "virsh" || sub != "qemu-agent-command" {
+        return (
+            Vec::new(),
+            format!("exec: {virsh}: not supported by the fake\n").into_bytes(),
+            127,
+        );
+    }
+    if asked_domain != domain {
+        return fail(format!("failed to get domain '{asked_domain}'"));
+    }
+    let parsed: Value = match serde_json::from_str(json) {
+        Ok(v) => v,
+        Err(e) => return fail(format!("internal error: cannot parse json {json}: {e}")),
+    };
+    let execute = parsed.get("execute").and_then(Value::as_str).unwrap_or("").to_string();
+    let (Some(socket), Some(lock)) = (socket, lock) else {
+        return fail("Guest agent is not responding: QEMU guest agent is not connected".into());
+    };
+    let _guard = lock.lock().await;
+    let reply = match agent_round_trip(&socket, json).await {
+        Ok(r) => r,
+        Err(e) => return fail(format!("Guest agent is not responding: {e}")),
+    };
+    let value: Value = serde_json::from_str(&reply).unwrap_or(Value::Null);
+    if let Some(desc) = value.get("error").and_then(|e| e.get("desc")).and_then(Value::as_str) {
+        return fail(format!(
+            "internal error: unable to execute QEMU agent command '{execute}': {desc}"
+        ));
+    }
+    (format!("{}\n", reply.trim_end()).into_bytes(), Vec::new(), 0)
+}
+
+async fn agent_round_trip(socket: &PathBuf, json: &str) -> std::io::Result<String> {
+    let stream = UnixStream::connect(socket).await?;
+    let (read, mut write) = stream.into_split();
+    write.write_all(json.as_bytes()).await?;
+    write.write_all(b"\n").await?;
+    let mut line = String::new();
+    BufReader::new(read).read_line(&mut line).await?;
+    if line.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the agent closed the connection",
+        ));
+    }
+    Ok(line)
+}

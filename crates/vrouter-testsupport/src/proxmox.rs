@@ -1,0 +1,562 @@
+//! An in-process Proxmox VE API: the endpoints the provider and the
+//! ProxmoxCluster controller use, over HTTPS with a self-signed certificate,
+//! with every `agent/*` call carried out against the VM's real `qemu-ga`.
+//!
+//! Behaviour follows Proxmox VE where it matters to a client: errors travel
+//! in the HTTP reason phrase; a VM that is not on the node asked answers
+//! `500 Configuration file 'nodes/N/qemu-server/ID.conf' does not exist`;
+//! `file-write` caps `content` at 61 440 characters and always truncates;
+//! agent output and file contents are sent as one character per byte.
+//!
+//! Several endpoints (listeners) can share one cluster state, for failover.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use vrouter_qga::{Agent, ExecRequest, ExitStatus, OpenMode, Pid, QgaError, UnixSocketTransport};
+
+use crate::http_util::{parse_query, query_value, response};
+
+/// `agent/file-write`'s `content` limit.
+pub const FILE_WRITE_MAX_CONTENT: usize = 60 * 1024;
+/// The API server's POST body limit.
+pub const MAX_POST_BODY: usize = 64 * 1024;
+/// `agent/file-read`'s default read cap.
+pub const MAX_READ_SIZE: usize = 16 * 1024 * 1024;
+
+struct Vm {
+    node: String,
+    agent: Option<Arc<Agent<UnixSocketTransport>>>,
+    running: bool,
+    uptime: u64,
+    stall_exec_status: bool,
+}
+
+/// One request as the fake saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    /// Index of the endpoint (listener) that served it.
+    pub endpoint: usize,
+    pub method: String,
+    /// Path without the query.
+    pub path: String,
+    pub authorized: bool,
+}
+
+struct State {
+    auth_header: Mutex<String>,
+    vms: Mutex<BTreeMap<i64, Vm>>,
+    seen: Mutex<Vec<Seen>>,
+    absent_status: AtomicU16,
+    max_read: AtomicUsize,
+    /// One client per agent socket: qemu-ga serves one connection at a time,
+    /// so VMs sharing an agent (scale tests) must share its client too.
+    agents: Mutex<HashMap<PathBuf, Arc<Agent<UnixSocketTransport>>>>,
+}
+
+/// A fake Proxmox VE cluster; its listeners stop when it is dropped.
+pub struct FakeProxmox {
+    state: Arc<State>,
+    endpoints: Vec<(SocketAddr, JoinHandle<()>)>,
+}
+
+impl Drop for FakeProxmox {
+    fn drop(&mut self) {
+        for (_, task) in &self.endpoints {
+            task.abort();
+        }
+    }
+}
+
+impl FakeProxmox {
+    /// A cluster accepting the token `token_id` / `token_secret`, with one endpoint.
+    pub async fn start(token_id: &str, token_secret: &str) -> Self {
+        let state = Arc::new(State {
+            auth_header: Mutex::new(format!("PVEAPIToken={token_id}={token_secret}")),
+            vms: Mutex::new(BTreeMap::new()),
+            seen: Mutex::new(Vec::new()),
+            absent_status: AtomicU16::new(500),
+            max_read: AtomicUsize::new(MAX_READ_SIZE),
+            agents: Mutex::new(HashMap::new()),
+        });
+        let mut fake = FakeProxmox {
+            state,
+            endpoints: Vec::new(),
+        };
+        fake.add_endpoint().await;
+        fake
+    }
+
+    /// Starts one more listener serving the same cluster; returns its URL.
+    pub async fn add_endpoint(&mut self) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let addr = listener.local_addr().expect("local address");
+        let index = self.endpoints.len();
+        let acceptor = TlsAcceptor::from(crate::tls::self_signed_server_config());
+        let state = self.state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let acceptor = acceptor.clone();
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let service = service_fn(move |req| {
+                        let state = state.clone();
+                        async move { Ok::<_, std::convert::Infallible>(handle(&state, index, req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        self.endpoints.push((addr, task));
+        self.url(index)
+    }
+
+    pub fn url(&self, index: usize) -> String {
+        format!("https://{}", self.endpoints[index].0)
+    }
+
+    /// Adds a running VM on `node` whose guest agent listens on `socket`.
+    /// Several VMs may share one agent. The fake keeps a connection to each
+    /// agent, so an agent given to this fake must not also serve another
+    /// client (qemu-ga serves one connection at a time).
+    pub fn add_vm(&self, vmid: i64, node: &str, socket: PathBuf) {
+        let agent = self
+            .state
+            .agents
+            .lock()
+            .unwrap()
+            .entry(socket.clone())
+            .or_insert_with(|| Arc::new(Agent::new(UnixSocketTransport::new(socket))))
+            .clone();
+        self.state.vms.lock().unwrap().insert(
+            vmid,
+            Vm {
+                node: node.into(),
+                agent: Some(agent),
+                running: true,
+                uptime: 3600,
+                stall_exec_status: false,
+            },
+        );
+    }
+
+    /// The VM migrates to `node`.
+    pub fn move_vm(&self, vmid: i64, node: &str) {
+        self.vm_mut(vmid, |vm| vm.node = node.into());
+    }
+
+    /// The VM is destroyed: gone from every node and from `/cluster/resources`.
+    pub fn remove_vm(&self, vmid: i64) {
+        self.state.vms.lock().unwrap().remove(&vmid);
+    }
+
+    pub fn set_running(&self, vmid: i64, running: bool) {
+        self.vm_mut(vmid, |vm| vm.running = running);
+    }
+
+    /// What `/cluster/resources` reports as uptime (a reset means a reboot).
+    pub fn set_uptime(&self, vmid: i64, seconds: u64) {
+        self.vm_mut(vmid, |vm| vm.uptime = seconds);
+    }
+
+    /// `exec-status` keeps answering "not exited" without asking the agent:
+    /// an apply that never finishes.
+    pub fn stall_exec_status(&self, vmid: i64, stall: bool) {
+        self.vm_mut(vmid, |vm| vm.stall_exec_status = stall);
+    }
+
+    /// The token the cluster accepts from now on.
+    pub fn set_token(&self, token_id: &str, token_secret: &str) {
+        *self.state.auth_header.lock().unwrap() = format!("PVEAPIToken={token_id}={token_secret}");
+    }
+
+    /// The status answered for a VM that is not on the node asked: 500
+    /// (what Proxmox VE answers) or 404.
+    pub fn set_absent_status(&self, status: u16) {
+        self.state.absent_status.store(status, Ordering::SeqCst);
+    }
+
+    /// `agent/file-read` reads at most this many bytes (Proxmox: 16 MiB).
+    pub fn set_max_read(&self, bytes: usize) {
+        self.state.max_read.store(bytes, Ordering::SeqCst);
+    }
+
+    /// Every request served so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().unwrap().clone()
+    }
+
+    fn vm_mut(&self, vmid: i64, f: impl FnOnce(&mut Vm)) {
+        let mut vms = self.state.vms.lock().unwrap();
+        f(vms
+            .get_mut(&vmid)
+            .unwrap_or_else(|| panic!("no VM {vmid} in the fake cluster")));
+    }
+}
+
+/// A URL on loopback where nothing listens: connections are refused.
+pub async fn refusing_endpoint() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+    let addr = listener.local_addr().expect("local address");
+    drop(listener);
+    format!("https://{addr}")
+}
+
+/// A listener that accepts connections and never says a word: clients time
+/// out in the TLS handshake. Stops when dropped.
+pub struct SilentEndpoint {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl SilentEndpoint {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let addr = listener.local_addr().expect("local address");
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((tcp, _)) = listener.accept().await {
+                held.push(tcp);
+            }
+        });
+        SilentEndpoint { addr, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+}
+
+impl Drop for SilentEndpoint {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+type Answer = Response<Full<Bytes>>;
+
+fn ok(data: Value) -> Answer {
+    response(
+        StatusCode::OK,
+        None,
+        "application/json",
+        json!({ "data": data }).to_string().into_bytes(),
+    )
+}
+
+fn fail(status: u16, reason: &str) -> Answer {
+    response(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        Some(reason),
+        "application/json",
+        br#"{"data":null}"#.to_vec(),
+    )
+}
+
+fn param_error(param: &str, message: &str) -> Answer {
+    response(
+        StatusCode::BAD_REQUEST,
+        Some("Parameter verification failed."),
+        "application/json",
+        json!({"data": null, "errors": {param: message}})
+            .to_string()
+            .into_bytes(),
+    )
+}
+
+/// Bytes as Proxmox serialises a Perl byte string: one character per byte.
+fn latin1(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| char::from(b)).collect()
+}
+
+/// Characters back to bytes, as Perl's `encode_base64` sees a string; a
+/// character above U+00FF makes it die (`None`).
+fn from_latin1(s: &str) -> Option<Vec<u8>> {
+    s.chars().map(|c| u8::try_from(u32::from(c)).ok()).collect()
+}
+
+fn wide_character() -> Answer {
+    fail(500, "Wide character in subroutine entry")
+}
+
+fn agent_failure(error: QgaError) -> Answer {
+    match error.agent_error() {
+        Some(agent) => fail(500, &format!("Agent error: {}", agent.desc)),
+        None => fail(500, "QEMU guest agent is not running"),
+    }
+}
+
+async fn handle(state: &State, endpoint: usize, req: Request<Incoming>) -> Answer {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = parse_query(req.uri().query().unwrap_or(""));
+    let expected = state.auth_header.lock().unwrap().clone();
+    let authorized = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .is_some_and(|v| v.as_bytes() == expected.as_bytes());
+    state.seen.lock().unwrap().push(Seen {
+        endpoint,
+        method: method.to_string(),
+        path: path.clone(),
+        authorized,
+    });
+    if !authorized {
+        return fail(401, "authentication failure");
+    }
+    let body = match Limited::new(req.into_body(), MAX_POST_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return fail(413, "Request Entity Too Large"),
+    };
+    let params: Value = if body.is_empty() {
+        json!({})
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(_) => return fail(400, "invalid JSON body"),
+        }
+    };
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (method.clone(), segments.as_slice()) {
+        (Method::GET, ["api2", "json", "cluster", "resources"]) => cluster_resources(state, &query),
+        (_, ["api2", "json", "nodes", node, "qemu", vmid, rest @ ..]) => {
+            let Ok(vmid) = vmid.parse::<i64>() else {
+                return param_error("vmid", "invalid format - value does not look like a valid VM ID");
+            };
+            node_request(state, &method, node, vmid, &rest.join("/"), &query, &params).await
+        }
+        _ => fail(501, &format!("Method '{method} {path}' not implemented")),
+    }
+}
+
+fn cluster_resources(state: &State, query: &[(String, String)]) -> Answer {
+    let only_vms = query_value(query, "type").is_none_or(|t| t == "vm");
+    let vms = state.vms.lock().unwrap();
+    let data: Vec<Value> = if only_vms {
+        vms.iter()
+            .map(|(vmid, vm)| {
+                json!({
+                    "id": format!("qemu/{vmid}"), "type": "qemu", "vmid": vmid, "node": vm.node,
+                    "status": if vm.running { "running" } else { "stopped" },
+                    "uptime": if vm.running { vm.uptime } else { 0 }, "name": format!("vm{vmid}"),
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    ok(Value::Array(data))
+}
+
+async fn node_request(
+    state: &State,
+    method: &Method,
+    node: &str,
+    vmid: i64,
+    rest: &str,
+    query: &[(String, String)],
+    params: &Value,
+) -> Answer {
+    let (running, agent, uptime, stall) = {
+        let vms = state.vms.lock().unwrap();
+        match vms.get(&vmid).filter(|vm| vm.node == node) {
+            Some(vm) => (vm.running, vm.agent.clone(), vm.uptime, vm.stall_exec_status),
+            None => {
+                let status = state.absent_status.load(Ordering::SeqCst);
+                return fail(
+                    status,
+                    &format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist"),
+                );
+            }
+        }
+    };
+    if rest == "status/current" && *method == Method::GET {
+        return ok(json!({
+            "vmid": vmid, "status": if running { "running" } else { "stopped" },
+            "qmpstatus": if running { "running" } else { "stopped" },
+            "uptime": if running { uptime } else { 0 }, "agent": 1,
+        }));
+    }
+    let Some(command) = rest.strip_prefix("agent/") else {
+        return fail(
+            501,
+            &format!("Method '{method} /nodes/{node}/qemu/{vmid}/{rest}' not implemented"),
+        );
+    };
+    if !running {
+        return fail(500, &format!("VM {vmid} is not running"));
+    }
+    let Some(agent) = agent else {
+        return fail(500, "QEMU guest agent is not running");
+    };
+    match (method.clone(), command) {
+        (Method::POST, "ping") => match agent.ping().await {
+            Ok(()) => ok(json!({"result": {}})),
+            Err(e) => agent_failure(e),
+        },
+        (Method::GET, "get-osinfo") => match agent.os_info().await {
+            Ok(info) => ok(json!({"result": {
+                "id": info.id, "name": info.name, "pretty-name": info.pretty_name, "version-id": info.version_id,
+            }})),
+            Err(e) => agent_failure(e),
+        },
+        (Method::POST, "file-write") => file_write(&agent, params).await,
+        (Method::POST, "exec") => exec(&agent, params).await,
+        (Method::GET, "exec-status") => {
+            let Some(pid) = query_value(query, "pid").and_then(|p| p.parse::<i64>().ok()) else {
+                return param_error("pid", "property is missing and it is not optional");
+            };
+            if stall {
+                return ok(json!({"exited": 0}));
+            }
+            exec_status(&agent, pid).await
+        }
+        (Method::GET, "file-read") => {
+            let Some(file) = query_value(query, "file") else {
+                return param_error("file", "property is missing and it is not optional");
+            };
+            file_read(&agent, &file, state.max_read.load(Ordering::SeqCst)).await
+        }
+        _ => fail(501, &format!("Method '{method} agent/{command}' not implemented")),
+    }
+}
+
+async fn file_write(agent: &Agent<UnixSocketTransport>, params: &Value) -> Answer {
+    let Some(file) = params.get("file").and_then(Value::as_str) else {
+        return param_error("file", "property is missing and it is not optional");
+    };
+    let Some(content) = params.get("content").and_then(Value::as_str) else {
+        return param_error("content", "property is missing and it is not optional");
+    };
+    if content.chars().count() > FILE_WRITE_MAX_CONTENT {
+        return param_error(
+            "content",
+            &format!("value may only be {FILE_WRITE_MAX_CONTENT} characters long"),
+        );
+    }
+    let encode = params
+        .get("encode")
+        .is_none_or(|e| matches!(e, Value::Bool(true)) || e.as_i64() == Some(1) || e.as_str() == Some("1"));
+    let bytes = if encode {
+        match from_latin1(content) {
+            Some(b) => b,
+            None => return wide_character(),
+        }
+    } else {
+        match BASE64.decode(content) {
+            Ok(b) => b,
+            Err(_) => return fail(500, "Agent error: Base64 decoding failed"),
+        }
+    };
+    let handle = match agent.file_open(file, OpenMode::Write).await {
+        Ok(h) => h,
+        Err(e) => return agent_failure(e),
+    };
+    let written = agent.file_write(handle, &bytes).await;
+    let closed = agent.file_close(handle).await;
+    match written.and(closed) {
+        Ok(()) => ok(Value::Null),
+        Err(e) => agent_failure(e),
+    }
+}
+
+async fn exec(agent: &Agent<UnixSocketTransport>, params: &Value) -> Answer {
+    let command: Vec<String> = match params.get("command") {
+        Some(Value::Array(items)) => items.iter().filter_map(|i| i.as_str().map(str::to_string)).collect(),
+        Some(Value::String(s)) => s.split('\0').map(str::to_string).collect(),
+        _ => Vec::new(),
+    };
+    let Some((path, args)) = command.split_first() else {
+        return fail(500, "command or input-data (or both) required");
+    };
+    let mut request = ExecRequest::new(path.as_str()).args(args.iter().cloned());
+    if let Some(input) = params.get("input-data").and_then(Value::as_str) {
+        if input.chars().count() > 64 * 1024 {
+            return param_error("input-data", "value may only be 65536 characters long");
+        }
+        match from_latin1(input) {
+            Some(bytes) => request = request.input(bytes),
+            None => return wide_character(),
+        }
+    }
+    match agent.exec(&request).await {
+        Ok(Pid(pid)) => ok(json!({"pid": pid})),
+        Err(e) => agent_failure(e),
+    }
+}
+
+async fn exec_status(agent: &Agent<UnixSocketTransport>, pid: i64) -> Answer {
+    match agent.exec_status(Pid(pid)).await {
+        Ok(vrouter_qga::ExecStatus::Running) => ok(json!({"exited": 0})),
+        Ok(vrouter_qga::ExecStatus::Exited(out)) => {
+            let mut data = json!({"exited": 1});
+            match out.status {
+                ExitStatus::Code(code) => data["exitcode"] = json!(code),
+                ExitStatus::Signal(signal) => data["signal"] = json!(signal),
+            }
+            if !out.stdout.is_empty() {
+                data["out-data"] = json!(latin1(&out.stdout));
+            }
+            if !out.stderr.is_empty() {
+                data["err-data"] = json!(latin1(&out.stderr));
+            }
+            if out.stdout_truncated {
+                data["out-truncated"] = json!(1);
+            }
+            if out.stderr_truncated {
+                data["err-truncated"] = json!(1);
+            }
+            ok(data)
+        }
+        Err(e) => agent_failure(e),
+    }
+}
+
+async fn file_read(agent: &Agent<UnixSocketTransport>, file: &str, max: usize) -> Answer {
+    let handle = match agent.file_open(file, OpenMode::Read).await {
+        Ok(h) => h,
+        Err(e) => return agent_failure(e),
+    };
+    let mut content = Vec::new();
+    let mut eof = false;
+    while content.len() < max && !eof {
+        let count = (max - content.len()).min(1024 * 1024);
+        match agent.file_read(handle, count).await {
+            Ok(chunk) => {
+                content.extend_from_slice(&chunk.data);
+                eof = chunk.eof;
+            }
+            Err(e) => {
+                let _ = agent.file_close(handle).await;
+                return agent_failure(e);
+            }
+        }
+    }
+    let _ = agent.file_close(handle).await;
+    let mut data = json!({"content": latin1(&content), "bytes-read": content.len()});
+    if !eof {
+        data["truncated"] = json!(1);
+    }
+    ok(data)
+}
