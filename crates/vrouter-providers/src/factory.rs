@@ -21,7 +21,7 @@ use crate::error::ProviderError;
 use crate::guest::{GuestPaths, GuestTiming};
 use crate::kubevirt::{KubeVirtOptions, KubeVirtProvider};
 use crate::provider::Provider;
-use crate::proxmox::{ApiToken, ProxmoxProvider, ProxmoxSettings};
+use crate::proxmox::{ApiToken, ClusterClient, ProxmoxProvider, ProxmoxSettings};
 
 /// Fetches the objects a target references. `Ok(None)` means "does not exist".
 #[async_trait]
@@ -353,6 +353,26 @@ async fn remote_client(secret: &Secret, at: &SecretKeyAt) -> Result<kube::Client
         .await
         .map_err(|e| invalid(format!("cannot build a client from it: {e}")))?;
     kube::Client::try_from(config).map_err(|e| invalid(format!("cannot build a client from it: {e}")))
+}
+
+/// The cluster-wide Proxmox client of a ProxmoxCluster, given its
+/// credentials Secret (for the ProxmoxCluster controller's sync).
+pub fn proxmox_cluster_client(
+    cluster: &ProxmoxCluster,
+    secret: &Secret,
+    ctx: &FactoryContext,
+) -> Result<ClusterClient, ProviderError> {
+    let defaults = ProxmoxSettings::new(Vec::new(), ApiToken::new("", ""), 1);
+    let (connect, request) = ctx
+        .proxmox_timeouts
+        .unwrap_or((defaults.connect_timeout, defaults.request_timeout));
+    ClusterClient::new(
+        &cluster.spec.endpoints,
+        proxmox_token(secret)?,
+        cluster.spec.insecure_skip_tls_verify,
+        connect,
+        request,
+    )
 }
 
 /// Builds the provider for `target`.

@@ -105,6 +105,13 @@ pub fn parse_substate(stdout: &str) -> String {
     line.strip_prefix("SubState=").unwrap_or(line).to_string()
 }
 
+/// The uptime in `/proc/uptime` (`"12345.67 4567.89"`: seconds since boot,
+/// then idle seconds).
+pub fn parse_proc_uptime(text: &str) -> Option<Duration> {
+    let seconds: f64 = text.split_whitespace().next()?.parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
 /// The router flavor of an os-release id.
 pub(crate) fn flavor_of(id: &str, source_name: &str) -> Result<GuestFlavor, ProviderError> {
     GuestFlavor::from_os_id(id).map_err(|_| ProviderError::UnknownGuestOs {
@@ -174,6 +181,18 @@ mod tests {
         ];
         for (out, want) in cases {
             assert_eq!(parse_substate(out), want, "{out:?}");
+        }
+    }
+
+    #[test]
+    fn proc_uptime_parses() {
+        assert_eq!(
+            parse_proc_uptime("350735.47 234388.90\n"),
+            Some(Duration::from_secs_f64(350735.47))
+        );
+        assert_eq!(parse_proc_uptime("12 3"), Some(Duration::from_secs(12)));
+        for bad in ["", "abc 1", "-1 2", "NaN 1"] {
+            assert_eq!(parse_proc_uptime(bad), None, "{bad:?}");
         }
     }
 

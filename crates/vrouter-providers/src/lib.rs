@@ -11,5 +11,5 @@ pub mod proxmox;
 
 pub use error::{Attempts, EndpointFailure, ProviderError};
 pub use factory::{FactoryContext, KubeLookup, ObjectLookup, StaticLookup, build_provider};
-pub use guest::{GuestPaths, GuestTiming, parse_substate};
+pub use guest::{GuestPaths, GuestTiming, parse_proc_uptime, parse_substate};
 pub use provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use vrouter_providers::proxmox::{ApiToken, ProxmoxProvider, ProxmoxSettings};
+use vrouter_providers::proxmox::{ApiToken, ClusterClient, ClusterVm, ProxmoxProvider, ProxmoxSettings};
 use vrouter_providers::{ExecHandle, ExecOutcome, ExecStatus, GuestTiming, Provider, ProviderError};
 use vrouter_testsupport::guest::GuestSandbox;
 use vrouter_testsupport::proxmox::{FakeProxmox, SilentEndpoint, refusing_endpoint};
@@ -365,4 +365,80 @@ impl std::io::Write for LogWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+#[tokio::test]
+async fn cluster_listing_and_guest_uptime_for_node_and_reboot_tracking() {
+    let mut g = guest("vyos").await;
+    let refused = refusing_endpoint().await;
+    let second = g.pve.add_endpoint().await;
+    let cluster = ClusterClient::new(
+        &[refused, second],
+        ApiToken::new(TOKEN_ID, TOKEN_SECRET),
+        true,
+        Duration::from_millis(500),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    g.pve.add_vm(101, "pve2", g.agent.socket_path());
+    g.pve.set_uptime(101, 42);
+    g.pve.set_running(101, false);
+    assert_eq!(
+        cluster.vms().await.unwrap(),
+        [
+            ClusterVm {
+                vmid: 100,
+                node: "pve1".into(),
+                running: true,
+                uptime: 3600
+            },
+            ClusterVm {
+                vmid: 101,
+                node: "pve2".into(),
+                running: false,
+                uptime: 0
+            },
+        ]
+    );
+    g.pve.set_uptime(VMID, 12);
+    g.pve.move_vm(VMID, "pve3");
+    let vm = cluster
+        .vms()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|v| v.vmid == VMID)
+        .unwrap();
+    assert_eq!((vm.node.as_str(), vm.uptime), ("pve3", 12));
+
+    let uptime = g.provider().guest_uptime().await.unwrap();
+    assert!(uptime > Duration::ZERO, "{uptime:?}");
+
+    g.pve.set_token(TOKEN_ID, "rotated");
+    assert!(cluster.vms().await.unwrap_err().is_unauthorized());
+}
+
+#[tokio::test]
+async fn a_sent_exec_is_never_repeated_on_another_endpoint() {
+    let mut g = guest("vyos").await;
+    let second = g.pve.add_endpoint().await;
+    let mut settings = g.settings(vec![g.pve.url(0), second]);
+    settings.request_timeout = Duration::from_millis(300);
+    let p = ProxmoxProvider::new(settings).unwrap();
+    g.pve.stall_endpoint(0, true);
+
+    // Reads are safe to repeat: the second endpoint answers.
+    assert!(p.is_vm_running().await.unwrap());
+    // The script write is idempotent and fails over too; the exec that would
+    // start it may already have run on the first endpoint, so it is not re-sent.
+    let err = p.exec_script("", "set system host-name r1", true).await.unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    let execs: Vec<_> = g
+        .pve
+        .seen()
+        .into_iter()
+        .filter(|s| s.path.ends_with("/agent/exec"))
+        .collect();
+    assert_eq!(execs.len(), 1, "{execs:?}");
+    assert_eq!(execs[0].endpoint, 0);
 }

@@ -67,6 +67,8 @@ struct State {
     /// One client per agent socket: qemu-ga serves one connection at a time,
     /// so VMs sharing an agent (scale tests) must share its client too.
     agents: Mutex<HashMap<PathBuf, Arc<Agent<UnixSocketTransport>>>>,
+    /// Endpoints that read requests and never answer.
+    stalled: Mutex<Vec<usize>>,
 }
 
 /// A fake Proxmox VE cluster; its listeners stop when it is dropped.
@@ -93,6 +95,7 @@ impl FakeProxmox {
             absent_status: AtomicU16::new(500),
             max_read: AtomicUsize::new(MAX_READ_SIZE),
             agents: Mutex::new(HashMap::new()),
+            stalled: Mutex::new(Vec::new()),
         });
         let mut fake = FakeProxmox {
             state,
@@ -200,6 +203,15 @@ impl FakeProxmox {
     /// `agent/file-read` reads at most this many bytes (Proxmox: 16 MiB).
     pub fn set_max_read(&self, bytes: usize) {
         self.state.max_read.store(bytes, Ordering::SeqCst);
+    }
+
+    /// Endpoint `index` accepts and reads requests but never answers them.
+    pub fn stall_endpoint(&self, index: usize, stall: bool) {
+        let mut stalled = self.state.stalled.lock().unwrap();
+        stalled.retain(|&i| i != index);
+        if stall {
+            stalled.push(index);
+        }
     }
 
     /// Every request served so far.
@@ -324,6 +336,9 @@ async fn handle(state: &State, endpoint: usize, req: Request<Incoming>) -> Answe
     });
     if !authorized {
         return fail(401, "authentication failure");
+    }
+    if state.stalled.lock().unwrap().contains(&endpoint) {
+        std::future::pending::<()>().await;
     }
     let body = match Limited::new(req.into_body(), MAX_POST_BODY).collect().await {
         Ok(b) => b.to_bytes(),

@@ -28,6 +28,10 @@ pub(crate) struct ClusterResource {
     pub node: Option<String>,
     #[serde(default, rename = "type")]
     pub kind: Option<String>,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub uptime: Option<u64>,
 }
 
 #[derive(Deserialize)]

@@ -56,6 +56,98 @@ impl ProxmoxSettings {
     }
 }
 
+/// One VM as `/cluster/resources?type=vm` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterVm {
+    pub vmid: i64,
+    pub node: String,
+    pub running: bool,
+    /// Seconds since the QEMU process started (0 when stopped).
+    pub uptime: u64,
+}
+
+/// Cluster-wide calls, for the ProxmoxCluster controller's node and reboot
+/// tracking (spec §7.3): one `/cluster/resources` read per sync.
+#[derive(Debug)]
+pub struct ClusterClient {
+    client: Client,
+}
+
+impl ClusterClient {
+    pub fn new(
+        endpoints: &[String],
+        token: ApiToken,
+        insecure_skip_tls_verify: bool,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Result<Self, ProviderError> {
+        let invalid = |reason: String| ProviderError::InvalidTarget {
+            target: "ProxmoxCluster".into(),
+            reason,
+        };
+        if endpoints.is_empty() {
+            return Err(invalid("the ProxmoxCluster lists no endpoints".into()));
+        }
+        let endpoints = endpoints
+            .iter()
+            .map(|e| Endpoint::parse(e))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(invalid)?;
+        let tls =
+            tls::client_config(insecure_skip_tls_verify).map_err(|e| invalid(format!("TLS configuration: {e}")))?;
+        Ok(ClusterClient {
+            client: Client::new(
+                endpoints,
+                token,
+                tls,
+                Timeouts {
+                    connect: connect_timeout,
+                    request: request_timeout,
+                },
+            ),
+        })
+    }
+
+    /// Every QEMU VM of the cluster with its node and uptime.
+    pub async fn vms(&self) -> Result<Vec<ClusterVm>, ProviderError> {
+        let path = "/api2/json/cluster/resources?type=vm";
+        let answer = self.client.send(Method::GET, path, None, true).await?;
+        if !answer.status.is_success() {
+            let message = api::error_message(&answer.reason, &answer.body);
+            let status = answer.status.as_u16();
+            return Err(match api::classify_error(status, &message) {
+                ErrorKind::Unauthorized => ProviderError::Unauthorized {
+                    endpoint: answer.endpoint,
+                    status,
+                    message,
+                },
+                _ => ProviderError::Http {
+                    endpoint: answer.endpoint,
+                    method: "GET".into(),
+                    path: "/api2/json/cluster/resources".into(),
+                    status,
+                    message,
+                },
+            });
+        }
+        let envelope: api::Envelope<Vec<api::ClusterResource>> = serde_json::from_slice(&answer.body)
+            .map_err(|e| ProviderError::protocol(answer.endpoint.clone(), format!("GET {path}: {e}")))?;
+        Ok(envelope
+            .data
+            .into_iter()
+            .filter(|r| r.kind.as_deref().is_none_or(|k| k == "qemu"))
+            .filter_map(|r| {
+                Some(ClusterVm {
+                    vmid: r.vmid?,
+                    node: r.node?,
+                    running: r.status.as_deref() == Some("running"),
+                    uptime: r.uptime.unwrap_or(0),
+                })
+            })
+            .collect())
+    }
+}
+
 #[derive(Debug)]
 pub struct ProxmoxProvider {
     client: Client,
@@ -241,6 +333,23 @@ impl ProxmoxProvider {
                     })
             }
         }
+    }
+
+    /// The guest's own uptime from `/proc/uptime`, for reboots that keep the
+    /// QEMU process (spec §7.3 `checkGuestUptime`). Waits for the `cat` at
+    /// most `GuestTiming::command_timeout`.
+    pub async fn guest_uptime(&self) -> Result<Duration, ProviderError> {
+        let argv = ["cat".to_string(), "/proc/uptime".to_string()];
+        let outcome = guest::run_to_exit(self, &argv, self.timing).await?;
+        if outcome.exit_code != 0 {
+            return Err(ProviderError::GuestCommand {
+                command: argv.join(" "),
+                exit_code: outcome.exit_code,
+                stderr: outcome.stderr.trim().to_string(),
+            });
+        }
+        guest::parse_proc_uptime(&outcome.stdout)
+            .ok_or_else(|| ProviderError::protocol(self.vm_name(), format!("/proc/uptime reads {:?}", outcome.stdout)))
     }
 
     async fn write_one(&self, path: &str, content: &[u8]) -> Result<(), ProviderError> {
