@@ -191,3 +191,29 @@ async fn agent_not_connected_is_reported_as_unavailable() {
     let err = g.provider().check_ready().await.unwrap_err();
     assert!(matches!(err, ProviderError::AgentUnavailable { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn script_larger_than_one_agent_write_arrives_whole() {
+    let g = guest("vyos").await;
+    let p = g.provider();
+    // ~150 KiB: several 48 KiB guest-file-write chunks, each one virsh exec.
+    let mut config = String::from("firewall {\n");
+    for i in 0..3000 {
+        config.push_str(&format!(
+            "    group address-group g{i} {{ address 198.51.100.{} }} # ünïcode\n",
+            i % 250
+        ));
+    }
+    config.push_str("}\n");
+    assert!(config.len() > 3 * 48 * 1024);
+    let outcome = wait(&p, p.exec_script(&config, "", true).await.unwrap()).await;
+    assert_eq!(outcome.failure(), None, "{outcome:?}");
+    assert_eq!(g.sandbox.loaded_config().as_deref(), Some(config.as_bytes()));
+    let writes = g
+        .api
+        .execs()
+        .iter()
+        .filter(|e| e.command[3].contains("guest-file-write"))
+        .count();
+    assert!(writes >= 4, "{writes} writes");
+}

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use tokio::sync::OnceCell;
 use vrouter_api::ProviderType;
-use vrouter_qga::{Agent, ExecRequest, ExitStatus, Pid, QgaError, TransportError};
+use vrouter_qga::{Agent, ExecRequest, ExitStatus, FileLimits, Pid, QgaError, TransportError};
 
 use crate::error::ProviderError;
 use crate::guest::{self, GuestAgent, GuestPaths, GuestTiming};
@@ -143,12 +143,13 @@ impl KubeVirtProvider {
                     }
                 })?;
                 let domain = virsh::domain_name(&self.namespace, &self.vm);
-                Ok(Agent::new(VirshTransport::new(
-                    pods,
-                    pod,
-                    domain,
-                    self.options.call_timeout,
-                )))
+                let limits = FileLimits {
+                    write_chunk: virsh::WRITE_CHUNK_BYTES,
+                    ..FileLimits::default()
+                };
+                Agent::new(VirshTransport::new(pods, pod, domain, self.options.call_timeout))
+                    .with_limits(limits)
+                    .map_err(|e| self.map_qga(e))
             })
             .await
     }

@@ -22,6 +22,33 @@ pub const COMPUTE_CONTAINER: &str = "compute";
 /// answered with an error.
 const AGENT_ERROR_MARKER: &str = "unable to execute QEMU agent command";
 
+/// The longest URI the `http` crate (and so kube-rs) builds: 65 534 bytes.
+/// The exec command travels in the query string, percent-encoded, so this —
+/// not the 128 KiB Linux allows one argument — bounds one agent command.
+pub const MAX_EXEC_URI_BYTES: usize = u16::MAX as usize - 1;
+
+/// Room for the path, container, the other command words and flags.
+const URI_OVERHEAD_ALLOWANCE: usize = 2048;
+
+/// Raw bytes per `guest-file-write` over virsh. Base64 of 12 KiB is 16 384
+/// characters; percent-encoding at most triples that (a chunk of nothing but
+/// `+` and `/`), 49 152 bytes, which leaves room for the JSON around it
+/// under [`MAX_EXEC_URI_BYTES`].
+pub const WRITE_CHUNK_BYTES: usize = 12 * 1024;
+
+/// The length of `s` once form-urlencoded into the exec query string.
+pub fn query_encoded_len(s: &str) -> usize {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"*-._ ".contains(&b) {
+                1
+            } else {
+                3
+            }
+        })
+        .sum()
+}
+
 /// libvirt's domain name for a KubeVirt VMI.
 pub fn domain_name(namespace: &str, vmi: &str) -> String {
     format!("{namespace}_{vmi}")
@@ -83,7 +110,15 @@ impl VirshTransport {
     }
 
     async fn run(&self, command: &Command) -> Result<Reply, TransportError> {
-        let argv = virsh_argv(&self.domain, &command.to_json());
+        let json = command.to_json();
+        let size = query_encoded_len(&json) + URI_OVERHEAD_ALLOWANCE;
+        if size > MAX_EXEC_URI_BYTES {
+            return Err(TransportError::RequestTooLarge {
+                size,
+                limit: MAX_EXEC_URI_BYTES,
+            });
+        }
+        let argv = virsh_argv(&self.domain, &json);
         let params = AttachParams::default()
             .container(COMPUTE_CONTAINER)
             .stdin(false)
@@ -169,6 +204,15 @@ mod tests {
                 .to_string()
                 .contains("without a message")
         );
+    }
+
+    #[test]
+    fn the_worst_write_chunk_fits_the_exec_uri() {
+        // Bytes whose base64 is all '/' — each of which percent-encodes to 3 bytes.
+        let worst = vec![0xffu8; WRITE_CHUNK_BYTES];
+        let json = Command::file_write(vrouter_qga::FileHandle(1_000_000), &worst).to_json();
+        assert!(query_encoded_len(&json) + URI_OVERHEAD_ALLOWANCE <= MAX_EXEC_URI_BYTES);
+        assert_eq!(query_encoded_len("a b+c/{"), 1 + 1 + 1 + 3 + 1 + 3 + 3);
     }
 
     #[test]
