@@ -2,6 +2,7 @@
 
 mod apply_script;
 mod compose;
+pub mod escape;
 mod failure_markers;
 mod merge;
 mod template;
@@ -16,6 +17,6 @@ pub use compose::{RenderedConfig, render_binding};
 pub use failure_markers::{FAILURE_MARKERS, find_failure_marker};
 pub use merge::{MergeError, merge, merge_into, merge_layers};
 pub use template::{
-    Limit, Limits, Location, MAX_RENDERED_BYTES, PreparedTemplates, TemplateEngine, TemplateError, TemplateId,
-    TemplateKind, TemplateSource,
+    Limit, Limits, Location, MAX_RENDERED_BYTES, MisplacedContext, PreparedTemplates, TemplateEngine, TemplateError,
+    TemplateId, TemplateKind, TemplateSource, TemplateWarning,
 };

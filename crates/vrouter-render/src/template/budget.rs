@@ -18,6 +18,7 @@ pub(crate) struct Budget {
     iterations_left: Cell<u64>,
     output_left: Cell<usize>,
     tripped: Cell<Option<Limit>>,
+    refused: RefCell<Option<String>>,
 }
 
 impl Budget {
@@ -28,12 +29,25 @@ impl Budget {
             iterations_left: Cell::new(limits.max_loop_iterations),
             output_left: Cell::new(limits.max_output_bytes),
             tripped: Cell::new(None),
+            refused: RefCell::new(None),
         })
     }
 
     /// The first bound that tripped, if any.
     pub(crate) fn tripped(&self) -> Option<Limit> {
         self.tripped.get()
+    }
+
+    /// Why a value could not be written, if that is what stopped the render.
+    pub(crate) fn refused(&self) -> Option<String> {
+        self.refused.borrow().clone()
+    }
+
+    /// Records that a value cannot be written where the template puts it.
+    pub(crate) fn refuse(&self, reason: String) -> tera::Error {
+        let error = tera::Error::msg(reason.clone());
+        self.refused.borrow_mut().get_or_insert(reason);
+        error
     }
 
     fn trip(&self, limit: Limit) -> Limit {

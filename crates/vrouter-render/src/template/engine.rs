@@ -8,7 +8,10 @@ use tera::{Context, Tera};
 
 use super::budget::{ActiveBudget, BoundedWriter, Budget};
 use super::scan::{self, SegmentKind, ShapeLimits};
-use super::{Limit, Limits, Location, TemplateError, TemplateId, TemplateKind, functions, sandbox};
+use super::{
+    Limit, Limits, Location, TemplateError, TemplateId, TemplateKind, TemplateWarning, functions,
+    interpolation_context, sandbox,
+};
 use crate::compose::{RenderedConfig, join_parts};
 use crate::merge::json_kind;
 
@@ -70,7 +73,9 @@ impl TemplateEngine {
     }
 
     /// Checks one template source as admission does: size and shape bounds, syntax
-    /// (with line and column), and the sandbox's allowlists.
+    /// (with line and column), the sandbox's allowlists, and that no interpolation
+    /// sits where its escaping does not apply (inside quotes the template wrote, a
+    /// shell comment or a here-document).
     ///
     /// ```
     /// use vrouter_render::{TemplateEngine, TemplateError, TemplateKind};
@@ -83,14 +88,42 @@ impl TemplateEngine {
     ///     "template `bgp` (commands) at line 2, column 4: the function `get_env` is not allowed: \
     ///      templates have no access to the environment, clock or randomness"
     /// );
+    /// let err = engine.check("base", TemplateKind::Commands, "set system host-name '{{ name }}'").unwrap_err();
+    /// assert!(matches!(err, TemplateError::MisplacedInterpolation { .. }));
     /// # Ok::<(), TemplateError>(())
     /// ```
     pub fn check(&self, name: &str, kind: TemplateKind, source: &str) -> Result<(), TemplateError> {
+        self.review(name, kind, source).map(drop)
+    }
+
+    /// [`TemplateEngine::check`], returning what admission should warn about when
+    /// it accepts: every interpolation marked `| safe`, which is written unescaped.
+    ///
+    /// ```
+    /// use vrouter_render::{TemplateEngine, TemplateKind};
+    /// let warnings = TemplateEngine::new().review("t", TemplateKind::Commands, "set a {{ x }}\n{{ raw | safe }}")?;
+    /// assert_eq!(warnings.len(), 1);
+    /// assert_eq!(warnings[0].location.line, 2);
+    /// # Ok::<(), vrouter_render::TemplateError>(())
+    /// ```
+    pub fn review(&self, name: &str, kind: TemplateKind, source: &str) -> Result<Vec<TemplateWarning>, TemplateError> {
         let id = TemplateId {
             name: name.to_owned(),
             kind,
         };
-        self.compile(&id, "check", source).map(drop)
+        self.compile(&id, "check", source)?;
+        let segments = scan::segments(source);
+        Ok(interpolation_context::interpolations(source, &segments)
+            .into_iter()
+            .filter(|i| i.safe)
+            .map(|i| TemplateWarning {
+                template: id.clone(),
+                location: i.location,
+                message: "this interpolation is marked `| safe` and is written without escaping; \
+                          use it only for trusted template text, never for params"
+                    .to_owned(),
+            })
+            .collect())
     }
 
     /// Checks and compiles the templates of a binding, in order, for rendering
@@ -155,7 +188,18 @@ impl TemplateEngine {
             location: locate_in_tags(source, &segments, &v.needle),
             why: v.why,
         })?;
-        sandbox::instrument(&mut template.ast, None);
+        if let Some((location, context)) = interpolation_context::misplaced_interpolation(source, &segments, id.kind) {
+            return Err(TemplateError::MisplacedInterpolation {
+                template: id.clone(),
+                location,
+                context,
+            });
+        }
+        let writer = match id.kind {
+            TemplateKind::Commands => functions::COMMAND_WORD,
+            TemplateKind::Config => functions::CONFIG_VALUE,
+        };
+        sandbox::instrument(&mut template.ast, Some(writer));
         Ok(template)
     }
 }
@@ -266,6 +310,9 @@ fn render_error(part: &Part, error: &tera::Error, budget: &Budget) -> TemplateEr
             limit,
             location: None,
         };
+    }
+    if let Some(reason) = budget.refused() {
+        return TemplateError::Unrepresentable { template, reason };
     }
     let messages = message_chain(error);
     for message in &messages {

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::interpolation_context::MisplacedContext;
+
 /// Which field of a VRouterTemplate a source is: it decides how interpolated values
 /// are written out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -142,17 +144,16 @@ pub enum TemplateError {
         /// Why it is not available.
         why: String,
     },
-    /// An interpolation sits inside quotes the template wrote itself.
-    #[error(
-        "{template} at {location}: this interpolation is inside quotes written in the template; \
-         values are quoted automatically, so remove the quotes around `{{{{ … }}}}` \
-         (or mark trusted template text with `| safe`)"
-    )]
-    QuotedInterpolation {
+    /// An interpolation sits where its kind's escaping does not apply: inside
+    /// quotes the template wrote, a shell comment or a here-document.
+    #[error("{template} at {location}: this interpolation is {context} (or mark trusted template text `| safe`)")]
+    MisplacedInterpolation {
         /// The template.
         template: TemplateId,
         /// Where the interpolation starts.
         location: Location,
+        /// What surrounds it.
+        context: MisplacedContext,
     },
     /// A variable the template reads is not in the params.
     #[error("{template} uses the variable `{variable}`, which is not defined in the params")]
@@ -202,7 +203,7 @@ impl TemplateError {
         match self {
             TemplateError::Syntax { template, .. }
             | TemplateError::NotAllowed { template, .. }
-            | TemplateError::QuotedInterpolation { template, .. }
+            | TemplateError::MisplacedInterpolation { template, .. }
             | TemplateError::UndefinedVariable { template, .. }
             | TemplateError::Unrepresentable { template, .. }
             | TemplateError::LimitExceeded { template, .. }
@@ -214,4 +215,22 @@ impl TemplateError {
 
 fn at(location: &Option<Location>) -> String {
     location.map(|l| format!(" at {l}")).unwrap_or_default()
+}
+
+/// Something admission accepts but reports, such as an interpolation that opts out
+/// of escaping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateWarning {
+    /// The template.
+    pub template: TemplateId,
+    /// Where in it.
+    pub location: Location,
+    /// What to look at.
+    pub message: String,
+}
+
+impl fmt::Display for TemplateWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at {}: {}", self.template, self.location, self.message)
+    }
 }

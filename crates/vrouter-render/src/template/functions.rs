@@ -11,8 +11,9 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use tera::{Filter, Function, Tera};
 
-use super::Limit;
 use super::budget::{limit_error, with_active};
+use super::{Limit, TemplateKind};
+use crate::escape::{command_word, config_value};
 
 /// Filters templates may use. `default` and `safe` are handled by tera's renderer
 /// itself and are allowed too (see [`is_allowed_filter`]).
@@ -94,6 +95,8 @@ pub(crate) const TICK: &str = "__vrouter_tick";
 pub(crate) const CONCAT: &str = "__vrouter_concat";
 pub(crate) const CONCAT_TRUTHY: &str = "__vrouter_concat_truthy";
 pub(crate) const BOUNDED: &str = "__vrouter_bounded";
+pub(crate) const COMMAND_WORD: &str = "__vrouter_command_word";
+pub(crate) const CONFIG_VALUE: &str = "__vrouter_config_value";
 
 impl From<Limit> for tera::Error {
     fn from(limit: Limit) -> tera::Error {
@@ -124,6 +127,12 @@ pub(crate) fn install(tera: &mut Tera) {
     tera.register_function(CONCAT, concat);
     tera.register_function(CONCAT_TRUTHY, concat_truthy);
     tera.register_filter(BOUNDED, bounded);
+    tera.register_filter(COMMAND_WORD, |value: &Value, args: &HashMap<String, Value>| {
+        write_value(value, args, TemplateKind::Commands)
+    });
+    tera.register_filter(CONFIG_VALUE, |value: &Value, args: &HashMap<String, Value>| {
+        write_value(value, args, TemplateKind::Config)
+    });
     for name in FILTERS {
         let inner = builtins()
             .get_filter(name)
@@ -309,7 +318,7 @@ fn concat(args: &HashMap<String, Value>) -> tera::Result<Value> {
                 .ok_or_else(|| tera::Error::msg("internal error: concat part missing"))?;
             let text = match part {
                 Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
-                Value::Number(n) => std::borrow::Cow::Owned(n.to_string()),
+                Value::Number(n) => std::borrow::Cow::Owned(tera_number(n)),
                 other => {
                     return Err(tera::Error::msg(format!(
                         "`~` can only join strings and numbers, not {}",
@@ -337,4 +346,52 @@ fn bounded(value: &Value, _: &HashMap<String, Value>) -> tera::Result<Value> {
         budget.check_value_size(value_size(value))?;
         Ok(value.clone())
     })
+}
+
+/// Appended to every interpolation not marked `| safe`: writes the value as one
+/// command word or one config value. `at` names the interpolated expression for
+/// errors; the value itself is never quoted back (params can hold secrets).
+fn write_value(value: &Value, args: &HashMap<String, Value>, kind: TemplateKind) -> tera::Result<Value> {
+    with_active(|budget| {
+        let at = args.get("at").and_then(Value::as_str).unwrap_or("an interpolation");
+        // A null writes an explicit empty word or value, so the arguments around it
+        // keep their positions.
+        let text = match value {
+            Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
+            Value::Number(n) => std::borrow::Cow::Owned(tera_number(n)),
+            Value::Bool(b) => std::borrow::Cow::Borrowed(if *b { "true" } else { "false" }),
+            Value::Null => std::borrow::Cow::Borrowed(""),
+            Value::Array(_) | Value::Object(_) => {
+                let what = if value.is_array() { "a list" } else { "a map" };
+                let advice = match kind {
+                    TemplateKind::Commands => {
+                        "one `{{ }}` writes one command word: loop over it, or join it into one word"
+                    }
+                    TemplateKind::Config => {
+                        "one `{{ }}` writes one config value: loop over it, or join it into one value"
+                    }
+                };
+                return Err(budget.refuse(format!("the value of {at} is {what}; {advice}")));
+            }
+        };
+        let written = match kind {
+            TemplateKind::Commands => command_word(&text),
+            TemplateKind::Config => config_value(&text),
+        };
+        match written {
+            Ok(word) => Ok(Value::String(word.into_owned())),
+            Err(why) => Err(budget.refuse(format!("the value of {at} {why}"))),
+        }
+    })
+}
+
+/// A number as tera writes it: integers exactly, floats through `f64`'s `Display`
+/// (so `3.0` is written `3`).
+fn tera_number(n: &serde_json::Number) -> String {
+    match (n.as_i64(), n.as_u64(), n.as_f64()) {
+        (Some(i), _, _) => i.to_string(),
+        (None, Some(u), _) => u.to_string(),
+        (None, None, Some(f)) => f.to_string(),
+        (None, None, None) => n.to_string(),
+    }
 }

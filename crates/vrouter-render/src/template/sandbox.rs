@@ -5,7 +5,8 @@
 //! (which buffer their whole body), and any function, filter or test not on the
 //! allowlists. [`instrument`] then rewrites the accepted AST so every loop iteration
 //! draws on the iteration budget, every `~` concatenation and every `set` is
-//! size-checked, and (for #11) every interpolation passes through its kind's writer.
+//! size-checked, and every interpolation not marked `| safe` passes through its
+//! kind's writer (one command word, or one config value).
 
 use std::collections::HashMap;
 
@@ -44,7 +45,22 @@ pub(crate) fn validate(ast: &[Node]) -> Result<(), Violation> {
 fn validate_node(node: &Node) -> Result<(), Violation> {
     match node {
         Node::Text(_) | Node::Raw(..) | Node::Comment(..) | Node::Break(_) | Node::Continue(_) => Ok(()),
-        Node::VariableBlock(_, expr) => validate_expr(expr),
+        Node::VariableBlock(_, expr) => {
+            let last = expr.filters.len().saturating_sub(1);
+            if expr
+                .filters
+                .iter()
+                .enumerate()
+                .any(|(i, f)| f.name == "safe" && i != last)
+            {
+                return Err(Violation::new(
+                    "`safe` before another filter".into(),
+                    "`| safe` opts the whole interpolation out of escaping, so it must be the last filter",
+                    "safe",
+                ));
+            }
+            validate_expr(expr)
+        }
         Node::Set(_, set) => validate_expr(&set.value),
         Node::If(if_node, _) => {
             for (_, cond, body) in &if_node.conditions {
@@ -177,11 +193,16 @@ pub(crate) fn instrument(ast: &mut [Node], output_filter: Option<&str>) {
 fn instrument_node(node: &mut Node, output_filter: Option<&str>) {
     match node {
         Node::VariableBlock(_, expr) => {
+            let described = describe(expr);
             instrument_expr(expr, Position::Value);
+            // `not …` writes a boolean, which needs no escaping (and tera negates
+            // after the filters, so escaping first would change its truth).
             if let Some(filter) = output_filter
                 && !expr.is_marked_safe()
+                && !expr.negated
             {
-                expr.filters.push(call(filter, HashMap::new()));
+                let at = HashMap::from([("at".to_owned(), Expr::new(ExprVal::String(described)))]);
+                expr.filters.push(call(filter, at));
             }
         }
         Node::Set(_, set) => {
@@ -272,6 +293,16 @@ fn instrument_expr(expr: &mut Expr, position: Position) {
             .args
             .values_mut()
             .for_each(|a| instrument_expr(a, Position::Value));
+    }
+}
+
+/// Names an interpolated expression for errors, without its value.
+fn describe(expr: &Expr) -> String {
+    match &expr.val {
+        ExprVal::Ident(name) => format!("`{name}`"),
+        ExprVal::FunctionCall(call) => format!("`{}(…)`", call.name),
+        ExprVal::StringConcat(_) => "a `~` expression".to_owned(),
+        _ => "an expression".to_owned(),
     }
 }
 
