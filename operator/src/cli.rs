@@ -60,6 +60,10 @@ pub struct Args {
     #[arg(long, env = "APPLY_TIMEOUT", default_value = "5m")]
     pub apply_timeout: Duration,
 
+    /// Watch only this namespace instead of the whole cluster.
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 }

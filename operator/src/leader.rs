@@ -7,6 +7,7 @@ use std::time::Duration;
 use kube::Client;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// Settings of the election.
 #[derive(Clone, Debug)]
@@ -20,9 +21,17 @@ pub struct Election {
     pub duration: Duration,
 }
 
-/// Starts competing for the lease. The receiver turns `true` while this
-/// replica leads; dropping it releases the lease.
-pub async fn campaign(client: Client, election: &Election) -> anyhow::Result<watch::Receiver<bool>> {
+/// A replica competing for the lease.
+pub struct Candidate {
+    /// `true` while this replica leads. Dropping it releases the lease.
+    pub leading: watch::Receiver<bool>,
+    /// The task renewing the lease; aborting it is what a crash looks like
+    /// to the others (the lease is not released, it expires).
+    pub renewal: JoinHandle<Result<kube_lease_manager::LeaseManager, kube_lease_manager::LeaseManagerError>>,
+}
+
+/// Starts competing for the lease.
+pub async fn campaign(client: Client, election: &Election) -> anyhow::Result<Candidate> {
     let duration = election.duration.as_secs().max(2);
     // Renew well before expiry: a third of the duration is left as grace.
     let grace = (duration / 3).max(1);
@@ -31,6 +40,6 @@ pub async fn campaign(client: Client, election: &Election) -> anyhow::Result<wat
         .with_parameters(LeaseParams::new(&election.identity, duration, grace))
         .build()
         .await?;
-    let (leading, _task) = manager.watch().await;
-    Ok(leading)
+    let (leading, renewal) = manager.watch().await;
+    Ok(Candidate { leading, renewal })
 }

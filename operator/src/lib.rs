@@ -4,13 +4,17 @@
 
 pub mod cli;
 pub mod conditions;
+pub mod context;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod objects;
 pub mod proxmoxcluster;
+pub mod run;
 pub mod telemetry;
 pub mod tls;
 pub mod vrouterbinding;
 pub mod vrouterconfig;
 pub mod vrouterstatus;
+pub mod vroutertarget;
 pub mod webhooks;

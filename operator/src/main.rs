@@ -1,11 +1,114 @@
-//! The operator binary. Controllers and webhooks arrive with their issues; for
-//! now it only reports what it would serve.
+//! The operator binary: serves metrics, health and admission webhooks on
+//! every replica, and runs the controllers on the elected leader.
 
-fn main() -> anyhow::Result<()> {
-    let kinds: Vec<String> = vrouter_api::crds::all()
-        .into_iter()
-        .filter_map(|crd| crd.metadata.name)
-        .collect();
-    println!("vrouter-operator: serves {}", kinds.join(", "));
-    Ok(())
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Parser;
+use kube::Client;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use vrouter_operator::cli::Args;
+use vrouter_operator::context::{Context, FactoryProviders, Settings};
+use vrouter_operator::http::{self, Readiness};
+use vrouter_operator::leader::{self, Election};
+use vrouter_operator::metrics::Metrics;
+use vrouter_operator::tls::ReloadingCert;
+use vrouter_operator::webhooks::review::Admission;
+use vrouter_operator::webhooks::server;
+use vrouter_operator::{run, telemetry};
+use vrouter_providers::{FactoryContext, KubeLookup};
+use vrouter_render::TemplateEngine;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    telemetry::init(args.log_format);
+    let client = Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    let metrics = Metrics::new();
+    let readiness = Readiness::default();
+    let (stop, stopping) = watch::channel(false);
+
+    let metrics_listener = TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("binding {}", args.metrics_addr))?;
+    let health = http::router(metrics.clone(), readiness.clone());
+    tokio::spawn(async move { axum::serve(metrics_listener, health).await });
+
+    if args.enable_webhooks {
+        let cert = ReloadingCert::new(
+            args.webhook_cert_dir.join("tls.crt"),
+            args.webhook_cert_dir.join("tls.key"),
+        )
+        .context("loading the webhook serving certificate")?;
+        tokio::spawn(cert.clone().watch(std::time::Duration::from_secs(10)));
+        let admission = Admission {
+            client: client.clone(),
+            metrics: metrics.clone(),
+            templates: Arc::new(TemplateEngine::new()),
+        };
+        let listener = TcpListener::bind(args.webhook_addr)
+            .await
+            .with_context(|| format!("binding {}", args.webhook_addr))?;
+        tokio::spawn(server::serve_tls(
+            listener,
+            cert.server_config(),
+            server::router(admission),
+            stopping.clone(),
+        ));
+        tracing::info!(addr = %args.webhook_addr, "serving admission webhooks");
+    } else {
+        tracing::info!("admission webhooks disabled (ENABLE_WEBHOOKS=false)");
+    }
+
+    let settings = Settings {
+        apply_timeout: args.apply_timeout.to_std(),
+        ..Settings::default()
+    };
+    let providers = Arc::new(FactoryProviders {
+        lookup: KubeLookup::new(client.clone()),
+        factory: FactoryContext {
+            client: Some(client.clone()),
+            ..FactoryContext::default()
+        },
+    });
+    let ctx = Arc::new(Context::new(client.clone(), metrics, settings, providers));
+
+    let mut candidate = if args.leader_elect {
+        let identity = args
+            .identity
+            .clone()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .context("--identity (POD_NAME) is required for leader election")?;
+        let election = Election {
+            lease_name: args.lease_name.clone(),
+            namespace: args.lease_namespace.clone(),
+            identity,
+            duration: args.lease_duration.to_std(),
+        };
+        Some(leader::campaign(client.clone(), &election).await?)
+    } else {
+        None
+    };
+    readiness.set_ready();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop.send(true);
+    });
+    match run::lead(ctx, candidate.as_mut(), args.watch_namespace.clone(), stopping).await {
+        run::Ended::Shutdown => Ok(()),
+        // The kubelet restarts this replica as a follower.
+        run::Ended::LostLease => anyhow::bail!("lost the leader lease"),
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }

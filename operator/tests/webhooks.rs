@@ -65,7 +65,7 @@ fn start_fixture() -> Fixture {
             let admission = Admission {
                 client: kube::Client::try_from(env.config().clone()).unwrap(),
                 metrics: metrics.clone(),
-                template_check: Arc::new(|_, _| Ok(())),
+                templates: Arc::new(vrouter_render::TemplateEngine::new()),
             };
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let port = listener.local_addr().unwrap().port();
@@ -495,4 +495,25 @@ async fn reviews_are_counted_in_the_metrics() {
         text.contains("vrouter_admission_reviews_total{kind=\"VRouterTarget\",allowed=\"false\"}"),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn template_syntax_is_checked_with_the_rendering_engine() {
+    let ns = setup("wh-template").await;
+    let message = denied::<VRouterTemplate>(
+        &ns,
+        json!({"metadata": {"name": "broken"}, "spec": {"commands": "set system host-name {{ hostName\n"}}),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &["spec.commands:", "`broken`", "syntax error at line 2, column 1"],
+    );
+    let message = denied::<VRouterTemplate>(
+        &ns,
+        json!({"metadata": {"name": "env"}, "spec": {"config": "x {{ get_env(name=\"HOME\") }}"}}),
+    )
+    .await;
+    assert_mentions(&message, &["spec.config:", "get_env"]);
+    create::<VRouterTemplate>(&ns, template("fine")).await.unwrap();
 }

@@ -8,22 +8,20 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde::de::DeserializeOwned;
 use vrouter_api::{ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget, VRouterTemplate};
+use vrouter_render::{TemplateEngine, TemplateKind};
 
 use super::references;
 use super::rules::{self, Findings, Violation};
 use crate::metrics::{Metrics, WebhookLabels};
-
-/// Checks one template text; `Err` carries the message naming line and column.
-pub type TemplateCheck = Arc<dyn Fn(&str, &str) -> Result<(), String> + Send + Sync>;
 
 /// What the webhook needs to answer reviews.
 #[derive(Clone)]
 pub struct Admission {
     pub client: Client,
     pub metrics: Metrics,
-    /// The rendering engine's syntax check, the same configuration the
-    /// controllers render with.
-    pub template_check: TemplateCheck,
+    /// The rendering engine, configured as the controllers render with it,
+    /// so a template admitted here never fails to parse at reconcile.
+    pub templates: Arc<TemplateEngine>,
 }
 
 fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, String> {
@@ -31,17 +29,21 @@ fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, String> {
     serde_path_to_error::deserialize(value).map_err(|e| format!("{}: {}", e.path(), e.inner()))
 }
 
-fn template_findings(check: &TemplateCheck, t: &VRouterTemplate) -> Findings {
+fn template_findings(engine: &TemplateEngine, t: &VRouterTemplate) -> Findings {
     let mut findings = Findings::default();
     let name = t.metadata.name.as_deref().unwrap_or("");
-    for (field, source) in [("spec.config", &t.spec.config), ("spec.commands", &t.spec.commands)] {
+    let parts = [
+        ("spec.config", TemplateKind::Config, &t.spec.config),
+        ("spec.commands", TemplateKind::Commands, &t.spec.commands),
+    ];
+    for (field, kind, source) in parts {
         if source.is_empty() {
             continue;
         }
-        if let Err(message) = check(&format!("{name}/{}", &field[5..]), source) {
+        if let Err(error) = engine.check(name, kind, source) {
             findings.denials.push(Violation {
                 field: field.to_owned(),
-                message,
+                message: error.to_string(),
             });
         }
     }
@@ -72,7 +74,7 @@ impl Admission {
                 f
             }
             "ProxmoxCluster" => rules::proxmox_cluster(&typed::<ProxmoxCluster>(object)?),
-            "VRouterTemplate" => template_findings(&self.template_check, &typed::<VRouterTemplate>(object)?),
+            "VRouterTemplate" => template_findings(&self.templates, &typed::<VRouterTemplate>(object)?),
             // VRouterParams: a schemaless block has nothing to check on write.
             _ => Findings::default(),
         };

@@ -1,0 +1,95 @@
+//! What every reconciler shares: the client, metrics, the event recorder, the
+//! settings, and the way to reach a router.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Resource, ResourceExt};
+use vrouter_api::VRouterTarget;
+use vrouter_providers::{FactoryContext, KubeLookup, Provider, ProviderError, build_provider};
+
+use crate::metrics::Metrics;
+
+/// Builds the provider that reaches a target's router.
+#[async_trait]
+pub trait Providers: Send + Sync {
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError>;
+}
+
+/// The production source: the providers crate's factory, reading Secrets
+/// and ProxmoxClusters from the API server on each call, so a rotated
+/// credential takes effect on the next reconcile.
+pub struct FactoryProviders {
+    pub lookup: KubeLookup,
+    pub factory: FactoryContext,
+}
+
+#[async_trait]
+impl Providers for FactoryProviders {
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
+        build_provider(target, &self.lookup, &self.factory).await
+    }
+}
+
+/// Knobs the controllers read; defaults are the production values.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The longest an apply may run before its config is Failed.
+    pub apply_timeout: Duration,
+    /// How often a target's VM state is polled.
+    pub target_poll: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            apply_timeout: Duration::from_secs(300),
+            target_poll: Duration::from_secs(60),
+        }
+    }
+}
+
+pub struct Context {
+    pub client: Client,
+    pub metrics: Metrics,
+    pub recorder: Recorder,
+    pub settings: Settings,
+    pub providers: Arc<dyn Providers>,
+}
+
+impl Context {
+    pub fn new(client: Client, metrics: Metrics, settings: Settings, providers: Arc<dyn Providers>) -> Self {
+        let reporter = Reporter {
+            controller: "vrouter-operator".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            settings,
+            providers,
+        }
+    }
+
+    /// Records a Kubernetes Event on `object`. Failing to record is logged,
+    /// never fatal: events are for people, not for control flow.
+    pub async fn event<K>(&self, object: &K, warning: bool, reason: &str, note: String)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let event = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {
+            tracing::warn!(%error, object = %object.name_any(), "could not record an event");
+        }
+    }
+}

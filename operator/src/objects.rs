@@ -1,0 +1,165 @@
+//! Small, shared writes to the API server: finalizers and status patches
+//! that are skipped when nothing changed.
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+/// Field manager of every write the operator makes.
+pub const MANAGER: &str = "vrouter-operator";
+
+fn namespaced_api<K>(client: &kube::Client, object: &K) -> Api<K>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+{
+    Api::namespaced(client.clone(), &object.namespace().unwrap_or_default())
+}
+
+/// Adds `finalizer` if missing. Returns whether a write was made.
+pub async fn ensure_finalizer<K>(client: &kube::Client, object: &K, finalizer: &str) -> Result<bool, kube::Error>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    if object.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(false);
+    }
+    let mut finalizers = object.finalizers().to_vec();
+    finalizers.push(finalizer.to_owned());
+    // The resourceVersion makes this a compare-and-swap: a concurrent change
+    // to the list is a conflict, retried, never overwritten.
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.resource_version()}});
+    namespaced_api(client, object)
+        .patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(true)
+}
+
+/// Removes `finalizer` if present.
+pub async fn remove_finalizer<K>(client: &kube::Client, object: &K, finalizer: &str) -> Result<(), kube::Error>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    if !object.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    let finalizers: Vec<&String> = object.finalizers().iter().filter(|f| *f != finalizer).collect();
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.resource_version()}});
+    match namespaced_api(client, object)
+        .patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes `status` when it differs from `current`. The write carries the
+/// object's resourceVersion, so a status changed meanwhile by someone else
+/// (drift detection resetting a phase) is a conflict to retry, not a
+/// silently lost update. Returns whether a write was made.
+pub async fn patch_status<K, S>(
+    client: &kube::Client,
+    object: &K,
+    current: Option<&S>,
+    status: &S,
+) -> Result<bool, kube::Error>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    S: Serialize + PartialEq,
+{
+    if current == Some(status) {
+        return Ok(false);
+    }
+    write_status(client, object, current, status).await?;
+    Ok(true)
+}
+
+/// Writes `status` even when it equals `current`, so that the write's
+/// resourceVersion precondition proves `object` was not a stale read. Used
+/// right before an apply is dispatched: a watch cache one event behind must
+/// never make the same apply start twice.
+pub async fn write_status<K, S>(
+    client: &kube::Client,
+    object: &K,
+    current: Option<&S>,
+    status: &S,
+) -> Result<(), kube::Error>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    S: Serialize + PartialEq,
+{
+    let old = current.map(|c| serde_json::to_value(c).expect("status serializes"));
+    let new = serde_json::to_value(status).expect("status serializes");
+    let body = match old {
+        Some(old) => merge_patch(&old, &new),
+        None => new,
+    };
+    let patch = json!({"metadata": {"resourceVersion": object.resource_version()}, "status": body});
+    namespaced_api(client, object)
+        .patch_status(&object.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
+/// The JSON merge patch (RFC 7386) that turns `old` into `new`: keys `new`
+/// no longer has become `null`, so a field the status cleared (an exec
+/// handle, a start time) is removed on the server too.
+pub fn merge_patch(old: &serde_json::Value, new: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut out = serde_json::Map::new();
+            for (key, value) in n {
+                let patched = match o.get(key) {
+                    Some(previous) if previous == value => continue,
+                    Some(previous) => merge_patch(previous, value),
+                    None => value.clone(),
+                };
+                out.insert(key.clone(), patched);
+            }
+            for key in o.keys().filter(|k| !n.contains_key(*k)) {
+                out.insert(key.clone(), Value::Null);
+            }
+            Value::Object(out)
+        }
+        _ => new.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_patch_nulls_removed_keys_and_keeps_only_changes() {
+        let old =
+            json!({"phase": "Applying", "execPID": 7, "conditions": [{"type": "Applied"}], "nested": {"a": 1, "b": 2}});
+        let new = json!({"phase": "Applied", "conditions": [{"type": "Applied"}], "nested": {"a": 1}});
+        assert_eq!(
+            merge_patch(&old, &new),
+            json!({"phase": "Applied", "execPID": null, "nested": {"b": null}})
+        );
+    }
+
+    #[test]
+    fn merge_patch_replaces_arrays_and_scalars_whole() {
+        let old = json!({"conditions": [{"type": "A"}, {"type": "B"}]});
+        let new = json!({"conditions": [{"type": "A"}]});
+        assert_eq!(merge_patch(&old, &new), new);
+    }
+}

@@ -1,0 +1,372 @@
+//! The VRouterBinding reconciler: resolves what the binding references,
+//! renders every target, deletes orphans, then writes configs — all at once
+//! (Disabled) or one at a time as `vrouter-rollout` decides.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+use vrouter_api::constants::{FINALIZER, LABEL_BINDING, condition, reason};
+use vrouter_api::{
+    RolloutMode, RolloutStatus, VRouterBinding, VRouterBindingStatus, VRouterConfig, VRouterConfigSpec, VRouterParams,
+    VRouterTarget, VRouterTemplate,
+};
+use vrouter_render::{TemplateEngine, TemplateSource, merge_layers};
+use vrouter_rollout::{AppliedCondition, ConditionStatus, Decision, ExistingConfig, Frontier, Policy, Rollout, Target};
+
+use super::plan;
+use crate::conditions::{self, Wanted};
+use crate::context::Context;
+use crate::metrics::StateLabels;
+use crate::objects;
+
+pub const CONTROLLER: &str = "vrouterbinding";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("rollout: {0}")]
+    Rollout(#[from] vrouter_rollout::RolloutError),
+}
+
+/// Why the binding cannot be rendered; shown as `Ready=False/ReconcileError`
+/// with every existing VRouterConfig left as it is.
+#[derive(Debug)]
+struct RenderProblem(String);
+
+pub async fn reconcile(binding: Arc<VRouterBinding>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_inner(&binding, &ctx).await;
+    ctx.metrics.reconciled(CONTROLLER, started.elapsed(), result.is_err());
+    result
+}
+
+async fn get_all<K>(
+    api: &Api<K>,
+    refs: &[&vrouter_api::NameRef],
+    kind: &str,
+) -> Result<Result<Vec<K>, RenderProblem>, Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut out = Vec::with_capacity(refs.len());
+    for r in refs {
+        match api.get_opt(&r.name).await? {
+            Some(object) => out.push(object),
+            None => return Ok(Err(RenderProblem(format!("{kind} {:?} not found", r.name)))),
+        }
+    }
+    Ok(Ok(out))
+}
+
+/// Every target's desired VRouterConfig, in `targetRefs` order, or the first
+/// problem. Nothing is written until all of them rendered.
+async fn render_all(
+    ctx: &Context,
+    binding: &VRouterBinding,
+) -> Result<Result<Vec<VRouterConfig>, RenderProblem>, Error> {
+    if let Err(e) = plan::check_same_namespace(binding) {
+        return Ok(Err(RenderProblem(e.to_string())));
+    }
+    let namespace = binding.namespace().unwrap_or_default();
+    let spec = &binding.spec;
+    let template_refs: Vec<_> = spec.effective_template_refs().collect();
+    let templates = match get_all(
+        &Api::<VRouterTemplate>::namespaced(ctx.client.clone(), &namespace),
+        &template_refs,
+        "VRouterTemplate",
+    )
+    .await?
+    {
+        Ok(t) => t,
+        Err(p) => return Ok(Err(p)),
+    };
+    let params_refs: Vec<_> = spec.params_refs.iter().collect();
+    let params = match get_all(
+        &Api::<VRouterParams>::namespaced(ctx.client.clone(), &namespace),
+        &params_refs,
+        "VRouterParams",
+    )
+    .await?
+    {
+        Ok(p) => p,
+        Err(p) => return Ok(Err(p)),
+    };
+    let target_refs: Vec<_> = spec.target_refs.iter().collect();
+    let targets = match get_all(
+        &Api::<VRouterTarget>::namespaced(ctx.client.clone(), &namespace),
+        &target_refs,
+        "VRouterTarget",
+    )
+    .await?
+    {
+        Ok(t) => t,
+        Err(p) => return Ok(Err(p)),
+    };
+    let names: Vec<String> = templates.iter().map(|t| t.name_any()).collect();
+    let sources: Vec<TemplateSource<'_>> = templates
+        .iter()
+        .zip(&names)
+        .map(|(t, name)| TemplateSource {
+            name,
+            config: &t.spec.config,
+            commands: &t.spec.commands,
+        })
+        .collect();
+    let empty = Value::Object(Default::default());
+    let mut layers: Vec<Value> = params
+        .iter()
+        .map(|p| p.spec.params.clone().unwrap_or(empty.clone()))
+        .collect();
+    layers.push(spec.params.clone().unwrap_or(empty.clone()));
+    // Parse once, render per target: parsing dominates a render.
+    let prepared = match TemplateEngine::new().prepare(&sources) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(RenderProblem(e.to_string()))),
+    };
+    let mut desired = Vec::with_capacity(targets.len());
+    for target in &targets {
+        let target_name = target.name_any();
+        let mut all = layers.clone();
+        all.push(target.spec.params.clone().unwrap_or(empty.clone()));
+        let merged = match merge_layers(&all) {
+            Ok(m) => m,
+            Err(e) => return Ok(Err(RenderProblem(format!("params for target {target_name:?}: {e}")))),
+        };
+        let rendered = match prepared.render(&merged) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(RenderProblem(format!("rendering for target {target_name:?}: {e}")))),
+        };
+        desired.push(plan::desired_config(
+            binding,
+            &target_name,
+            rendered.config,
+            rendered.commands,
+        ));
+    }
+    Ok(Ok(desired))
+}
+
+fn policy(binding: &VRouterBinding) -> Policy {
+    match (binding.spec.effective_rollout_mode(), &binding.spec.rollout) {
+        (RolloutMode::WaitForApplied, Some(r)) => Policy::WaitForApplied {
+            poll_interval: r.poll_interval.to_std(),
+            wait_after_applied: r.wait_after_applied.to_std(),
+        },
+        (RolloutMode::FixedInterval, Some(r)) => Policy::FixedInterval {
+            wait_interval: r.wait_interval.unwrap_or_default().to_std(),
+        },
+        _ => Policy::Disabled,
+    }
+}
+
+fn existing_view(config: &VRouterConfig) -> ExistingConfig<VRouterConfigSpec> {
+    let status = config.status.clone().unwrap_or_default();
+    let applied = conditions::get(&status.conditions, condition::APPLIED).map(|c| AppliedCondition {
+        status: c.status.parse().unwrap_or(ConditionStatus::Unknown),
+        observed_generation: c.observed_generation,
+        last_transition_time: c.last_transition_time.0,
+    });
+    ExistingConfig {
+        spec: config.spec.clone(),
+        generation: config.meta().generation.unwrap_or(0),
+        phase: status.phase.as_str().parse().unwrap_or_default(),
+        applied,
+    }
+}
+
+async fn write_config(
+    api: &Api<VRouterConfig>,
+    desired: &VRouterConfig,
+    existing: Option<&VRouterConfig>,
+) -> Result<(), Error> {
+    let name = desired.name_any();
+    match existing {
+        None => {
+            api.create(&PostParams::default(), desired).await?;
+        }
+        Some(current) if plan::needs_write(current, desired) => {
+            let patch = serde_json::json!({
+                "metadata": {
+                    "labels": desired.metadata.labels,
+                    "ownerReferences": desired.metadata.owner_references,
+                },
+                "spec": desired.spec,
+            });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+async fn set_status(
+    ctx: &Context,
+    binding: &VRouterBinding,
+    ready: Wanted<'_>,
+    rollout: Option<RolloutStatus>,
+) -> Result<bool, Error> {
+    let current = binding.status.clone().unwrap_or_default();
+    let mut next: VRouterBindingStatus = current.clone();
+    conditions::set(&mut next.conditions, ready, Timestamp::now());
+    next.observed_generation = binding.meta().generation;
+    if rollout.is_some() {
+        next.rollout = rollout;
+    }
+    Ok(objects::patch_status(&ctx.client, binding, Some(&current), &next).await?)
+}
+
+async fn reconcile_inner(binding: &VRouterBinding, ctx: &Context) -> Result<Action, Error> {
+    if binding.meta().deletion_timestamp.is_some() {
+        // Generated configs are owned by the binding; garbage collection
+        // removes them. Nothing on the routers changes.
+        objects::remove_finalizer(&ctx.client, binding, FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    if objects::ensure_finalizer(&ctx.client, binding, FINALIZER).await? {
+        return Ok(Action::requeue(Duration::ZERO));
+    }
+    let generation = binding.meta().generation;
+    let desired = match render_all(ctx, binding).await? {
+        Ok(d) => d,
+        Err(RenderProblem(message)) => {
+            let changed = set_status(
+                ctx,
+                binding,
+                Wanted {
+                    type_: condition::READY,
+                    status: false,
+                    reason: reason::RECONCILE_ERROR,
+                    message: message.clone(),
+                    observed_generation: generation,
+                },
+                None,
+            )
+            .await?;
+            if changed {
+                ctx.event(binding, true, reason::RECONCILE_ERROR, message).await;
+            }
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    };
+
+    let namespace = binding.namespace().unwrap_or_default();
+    let configs: Api<VRouterConfig> = Api::namespaced(ctx.client.clone(), &namespace);
+    let selector = format!("{LABEL_BINDING}={}", binding.name_any());
+    let existing = configs.list(&ListParams::default().labels(&selector)).await?.items;
+    let desired_names: HashSet<String> = desired.iter().map(|c| c.name_any()).collect();
+    for orphan in plan::orphans(&desired_names, &existing) {
+        tracing::info!(binding = %binding.name_any(), config = orphan, "deleting orphaned VRouterConfig");
+        match configs.delete(orphan, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let by_name: HashMap<String, &VRouterConfig> = existing.iter().map(|c| (c.name_any(), c)).collect();
+    let targets: Vec<Target<VRouterConfigSpec>> = desired
+        .iter()
+        .map(|d| Target {
+            name: d.spec.target_ref.name.clone(),
+            desired: d.spec.clone(),
+            existing: by_name.get(&d.name_any()).map(|c| existing_view(c)),
+        })
+        .collect();
+    let frontier = binding
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| Frontier::from_status(&r.last_updated_target, r.last_update_time.as_ref().map(|t| t.0)));
+    let binding_name = binding.name_any();
+    let rollout = Rollout {
+        binding: &binding_name,
+        policy: policy(binding),
+        frontier: frontier.as_ref(),
+        targets: &targets,
+    };
+    let decision = vrouter_rollout::decide(&rollout, Timestamp::now())?;
+    let ready = decision.ready();
+    let wanted = Wanted {
+        type_: condition::READY,
+        status: ready.status == ConditionStatus::True,
+        reason: ready.reason.as_str(),
+        message: ready.message.clone(),
+        observed_generation: generation,
+    };
+    match &decision {
+        Decision::WriteAll { targets: indices, .. } => {
+            for &i in indices {
+                write_config(&configs, &desired[i], by_name.get(&desired[i].name_any()).copied()).await?;
+            }
+            set_status(ctx, binding, wanted, None).await?;
+        }
+        Decision::StampThenWrite { target, frontier, .. } => {
+            // Write-ahead: the stamp is stored before the write, so a crash
+            // between the two is seen as the same first mismatch next time.
+            let stamp = RolloutStatus {
+                last_updated_target: frontier.target.clone(),
+                last_update_time: Some(Time(frontier.stamped_at)),
+            };
+            set_status(ctx, binding, wanted, Some(stamp)).await?;
+            write_config(
+                &configs,
+                &desired[*target],
+                by_name.get(&desired[*target].name_any()).copied(),
+            )
+            .await?;
+            ctx.metrics
+                .rollouts
+                .get_or_create(&StateLabels { state: "in_progress" })
+                .inc();
+        }
+        Decision::Requeue { .. } => {
+            set_status(ctx, binding, wanted, None).await?;
+        }
+        Decision::Halted { config, .. } => {
+            if set_status(ctx, binding, wanted, None).await? {
+                ctx.metrics
+                    .rollouts
+                    .get_or_create(&StateLabels { state: "halted" })
+                    .inc();
+                ctx.event(
+                    binding,
+                    true,
+                    reason::ROLLOUT_HALTED,
+                    format!("VRouterConfig {config:?} is Failed"),
+                )
+                .await;
+            }
+        }
+        Decision::Completed { .. } => {
+            if set_status(ctx, binding, wanted, None).await? {
+                ctx.metrics
+                    .rollouts
+                    .get_or_create(&StateLabels { state: "completed" })
+                    .inc();
+                ctx.event(
+                    binding,
+                    false,
+                    "RolloutCompleted",
+                    format!("{} targets up to date", desired.len()),
+                )
+                .await;
+            }
+        }
+    }
+    Ok(match decision.requeue_after() {
+        Some(after) => Action::requeue(after),
+        None => Action::await_change(),
+    })
+}
+
+pub fn error_policy(_binding: Arc<VRouterBinding>, error: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(%error, "VRouterBinding reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}

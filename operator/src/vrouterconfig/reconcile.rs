@@ -1,0 +1,263 @@
+//! The VRouterConfig reconciler: reads the config, its target and the
+//! router, asks `decide` what follows, and writes only what changed.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use vrouter_api::constants::{ANNOTATION_PAUSED, FINALIZER};
+use vrouter_api::{NameRef, VRouterConfig, VRouterConfigStatus, VRouterStatus, VRouterStatusSpec, VRouterTarget};
+use vrouter_providers::{ExecHandle, ExecStatus, ProviderError};
+
+use super::decide::{self, Clock, Next, Poll, Step};
+use crate::context::Context;
+use crate::metrics::ResultLabels;
+use crate::objects;
+
+pub const CONTROLLER: &str = "vrouterconfig";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Retry(String),
+}
+
+/// The config is paused for debugging: no apply, no repair.
+pub fn is_paused(config: &VRouterConfig) -> bool {
+    config.annotations().get(ANNOTATION_PAUSED).is_some_and(|v| v == "true")
+}
+
+fn to_poll(result: Result<ExecStatus, ProviderError>) -> Poll {
+    match result {
+        Ok(ExecStatus::Running) => Poll::Running,
+        Ok(ExecStatus::Exited(outcome)) => Poll::Exited {
+            code: outcome.exit_code,
+            // A non-zero code is reported by the code itself; the excerpt
+            // says what the router printed.
+            failure: if outcome.exit_code == 0 {
+                outcome.failure()
+            } else {
+                outcome.error.clone()
+            },
+        },
+        Err(e) if e.is_exec_result_lost() => Poll::Lost,
+        Err(e) => Poll::Error(e.to_string()),
+    }
+}
+
+pub async fn reconcile(config: Arc<VRouterConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_inner(&config, &ctx).await;
+    ctx.metrics.reconciled(CONTROLLER, started.elapsed(), result.is_err());
+    result
+}
+
+async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action, Error> {
+    if config.meta().deletion_timestamp.is_some() {
+        // Deleting the object never touches the router: it keeps its config.
+        objects::remove_finalizer(&ctx.client, config, FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    if objects::ensure_finalizer(&ctx.client, config, FINALIZER).await? {
+        return Ok(Action::requeue(std::time::Duration::ZERO));
+    }
+    if is_paused(config) {
+        return Ok(Action::await_change());
+    }
+    let namespace = config.namespace().unwrap_or_default();
+    let status = config.status.clone().unwrap_or_default();
+    let clock = Clock {
+        now: Timestamp::now(),
+        apply_timeout: ctx.settings.apply_timeout,
+    };
+    let target_ref = &config.spec.target_ref;
+    if target_ref.crosses_namespace(&namespace) {
+        return note_problem(
+            ctx,
+            config,
+            &status,
+            format!("spec.targetRef must stay in namespace {namespace:?}"),
+        )
+        .await;
+    }
+    let targets: Api<VRouterTarget> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(target) = targets.get_opt(&target_ref.name).await? else {
+        return note_problem(
+            ctx,
+            config,
+            &status,
+            format!("VRouterTarget {:?} not found", target_ref.name),
+        )
+        .await;
+    };
+    let provider = match ctx.providers.for_target(&target).await {
+        Ok(provider) => provider,
+        Err(e) => return note_problem(ctx, config, &status, format!("cannot reach the router: {e}")).await,
+    };
+    let last_reboot = target.status.as_ref().and_then(|s| s.last_reboot_time.clone());
+
+    let running = provider
+        .is_vm_running()
+        .await
+        .map_err(|e| Error::Retry(e.to_string()))?;
+    if !running {
+        return finish(ctx, config, &status, decide::on_vm_stopped(&status, clock)).await;
+    }
+    if let Err(e) = provider.check_ready().await {
+        return finish(
+            ctx,
+            config,
+            &status,
+            decide::on_not_ready(&status, clock, &e.to_string()),
+        )
+        .await;
+    }
+    if status.exec_pid > 0 {
+        let poll = to_poll(provider.get_exec_status(ExecHandle(status.exec_pid)).await);
+        let step = decide::on_exec_polled(&status, clock, poll);
+        record_apply_end(ctx, &status, &step, clock.now);
+        return finish(ctx, config, &status, step).await;
+    }
+    let generation = config.meta().generation.unwrap_or(0);
+    let Some(reason) = decide::dispatch_reason(&status, generation, last_reboot.as_ref()) else {
+        return Ok(Action::await_change());
+    };
+    tracing::info!(config = %config.name_any(), ?reason, generation, "dispatching apply");
+    // Applied=False for the new generation goes out before the script runs.
+    let before = decide::before_dispatch(&status, generation, clock);
+    objects::write_status(&ctx.client, config, Some(&status), &before).await?;
+    let fresh = refreshed(ctx, config).await?;
+    let step = match provider
+        .exec_script(&config.spec.config, &config.spec.commands, config.spec.save)
+        .await
+    {
+        Ok(handle) => decide::after_dispatch(&before, generation, clock, handle.get(), last_reboot.as_ref()),
+        Err(e) => {
+            let permanent = matches!(e, ProviderError::TooLarge { .. } | ProviderError::NotSupported { .. });
+            decide::on_dispatch_failed(
+                &before,
+                generation,
+                clock,
+                &e.to_string(),
+                permanent,
+                last_reboot.as_ref(),
+            )
+        }
+    };
+    finish(ctx, &fresh, &before, step).await
+}
+
+/// The object as the API server has it now (after our own status write).
+async fn refreshed(ctx: &Context, config: &VRouterConfig) -> Result<VRouterConfig, Error> {
+    let api: Api<VRouterConfig> = Api::namespaced(ctx.client.clone(), &config.namespace().unwrap_or_default());
+    Ok(api.get(&config.name_any()).await?)
+}
+
+/// A problem that needs a person (a missing target, unreadable credentials):
+/// shown in `status.message`, retried slowly, never a hot loop.
+async fn note_problem(
+    ctx: &Context,
+    config: &VRouterConfig,
+    status: &VRouterConfigStatus,
+    message: String,
+) -> Result<Action, Error> {
+    let mut next = status.clone();
+    next.message = message.clone();
+    if objects::patch_status(&ctx.client, config, Some(status), &next).await? {
+        ctx.event(config, true, "TargetUnavailable", message).await;
+    }
+    Ok(Action::requeue(std::time::Duration::from_secs(30)))
+}
+
+fn record_apply_end(ctx: &Context, before: &VRouterConfigStatus, step: &Step, now: Timestamp) {
+    if step.status.exec_pid != 0 {
+        return;
+    }
+    let result = match (
+        &step.status.phase,
+        step.status.conditions.iter().find(|c| c.type_ == "Applied"),
+    ) {
+        (vrouter_api::Phase::Applied, _) => "applied",
+        (vrouter_api::Phase::Failed, Some(c)) if c.reason == vrouter_api::constants::reason::APPLY_TIMEOUT => "timeout",
+        (vrouter_api::Phase::Failed, _) => "failed",
+        _ => "lost",
+    };
+    ctx.metrics.applies.get_or_create(&ResultLabels { result }).inc();
+    if let Some(started) = &before.exec_started_time {
+        let seconds = now.duration_since(started.0).as_secs_f64();
+        ctx.metrics.exec_poll_latency.observe(seconds.max(0.0));
+    }
+}
+
+async fn finish(
+    ctx: &Context,
+    config: &VRouterConfig,
+    current: &VRouterConfigStatus,
+    step: Step,
+) -> Result<Action, Error> {
+    objects::patch_status(&ctx.client, config, Some(current), &step.status).await?;
+    if let Some(event) = &step.event {
+        ctx.event(config, event.warning, event.reason, event.note.clone()).await;
+    }
+    if step.status.phase == vrouter_api::Phase::Applied && current.phase != vrouter_api::Phase::Applied {
+        ensure_status_object(ctx, config).await?;
+    }
+    match step.next {
+        Next::Done => Ok(Action::await_change()),
+        Next::RequeueAfter(after) => Ok(Action::requeue(after)),
+        Next::Retry(message) => Err(Error::Retry(message)),
+    }
+}
+
+/// After the first successful apply, a VRouterStatus watches the router for
+/// drift. It is owned by the config, so it goes when the config goes.
+async fn ensure_status_object(ctx: &Context, config: &VRouterConfig) -> Result<(), Error> {
+    let namespace = config.namespace().unwrap_or_default();
+    let api: Api<VRouterStatus> = Api::namespaced(ctx.client.clone(), &namespace);
+    let name = config.name_any();
+    if api.get_opt(&name).await?.is_some() {
+        return Ok(());
+    }
+    let status = VRouterStatus {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "vrouter.kojuro.date/v1".into(),
+                kind: "VRouterConfig".into(),
+                name: name.clone(),
+                uid: config.uid().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..Default::default()
+        },
+        spec: VRouterStatusSpec {
+            config_ref: NameRef::new(name),
+            sync_interval: vrouter_api::Duration::from_secs(300),
+        },
+        status: None,
+    };
+    match api.create(&PostParams::default(), &status).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn error_policy(_config: Arc<VRouterConfig>, error: &Error, _ctx: Arc<Context>) -> Action {
+    // A conflict means the cache was one write behind: look again promptly.
+    if let Error::Kube(kube::Error::Api(e)) = error
+        && e.code == 409
+    {
+        return Action::requeue(std::time::Duration::from_millis(200));
+    }
+    tracing::warn!(%error, "VRouterConfig reconcile failed; retrying");
+    Action::requeue(std::time::Duration::from_secs(5))
+}

@@ -1,0 +1,208 @@
+//! Shared fixtures of the controller tests: a namespace with Proxmox
+//! targets served by the in-test Proxmox API over real qemu-ga agents, and
+//! the operator's controllers running for it.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use vrouter_api::{Phase, VRouterConfig, VRouterTarget};
+use vrouter_operator::context::{Context, Providers, Settings};
+use vrouter_operator::metrics::Metrics;
+use vrouter_operator::run;
+use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
+use vrouter_testenv::{TestEnv, TestNamespace};
+use vrouter_testsupport::guest::GuestSandbox;
+use vrouter_testsupport::proxmox::FakeProxmox;
+use vrouter_testsupport::{AgentProcess, start_agent};
+
+const TOKEN_ID: &str = "operator@pve!test";
+const TOKEN_SECRET: &str = "0b7c6f0e-test-only";
+
+/// The production factory, with each target's guest-side paths pointing
+/// into its own sandbox (all test guests share this machine's filesystem).
+pub struct SandboxedProviders {
+    lookup: KubeLookup,
+    paths: HashMap<String, GuestPaths>,
+}
+
+#[async_trait]
+impl Providers for SandboxedProviders {
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
+        let name = target.metadata.name.clone().unwrap_or_default();
+        let factory = FactoryContext {
+            guest_paths: self.paths.get(&name).cloned().unwrap_or_default(),
+            ..FactoryContext::default()
+        };
+        build_provider(target, &self.lookup, &factory).await
+    }
+}
+
+pub struct Router {
+    pub agent: AgentProcess,
+    pub sandbox: GuestSandbox,
+}
+
+/// A namespace with a ProxmoxCluster and one Proxmox target per name, and
+/// the operator's controllers running for that namespace.
+pub struct Site {
+    pub ns: TestNamespace,
+    pub pve: FakeProxmox,
+    pub routers: HashMap<String, Router>,
+    pub stop: watch::Sender<bool>,
+    pub ctx: Arc<Context>,
+    pub providers: Arc<dyn Providers>,
+}
+
+pub async fn create<K>(ns: &TestNamespace, body: Value) -> K
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let mut body = body;
+    if body.get("apiVersion").is_none() {
+        body["apiVersion"] = json!("vrouter.kojuro.date/v1");
+        body["kind"] = json!(K::kind(&()));
+    }
+    let object: K = serde_json::from_value(body).unwrap();
+    ns.api::<K>().create(&PostParams::default(), &object).await.unwrap()
+}
+
+pub async fn site(hint: &str, targets: &[&str], settings: Settings) -> Site {
+    let client = TestEnv::shared().await.client();
+    site_as(hint, targets, settings, client).await
+}
+
+/// Like [`site`], with the controllers using `operator_client` (the test
+/// itself still sets up with admin rights).
+pub async fn site_as(hint: &str, targets: &[&str], settings: Settings, operator_client: kube::Client) -> Site {
+    build_site(hint, targets, settings, operator_client, true).await
+}
+
+/// A site whose controllers the test starts itself (`site.stop` is a
+/// sender nobody listens to).
+pub async fn site_idle(hint: &str, targets: &[&str]) -> Site {
+    let client = TestEnv::shared().await.client();
+    build_site(hint, targets, Settings::default(), client, false).await
+}
+
+async fn build_site(
+    hint: &str,
+    targets: &[&str],
+    settings: Settings,
+    operator_client: kube::Client,
+    start: bool,
+) -> Site {
+    let env = TestEnv::shared().await;
+    let ns = env.namespace(hint).await;
+    let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
+    let mut routers = HashMap::new();
+    let mut paths = HashMap::new();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "pve-token"},
+        "stringData": {"api-token-id": TOKEN_ID, "api-token-secret": TOKEN_SECRET},
+    }))
+    .unwrap();
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    create::<vrouter_api::ProxmoxCluster>(
+        &ns,
+        json!({"metadata": {"name": "pve"}, "spec": {"endpoints": [pve.url(0)], "credentialsRef": {"name": "pve-token"}, "insecureSkipTLSVerify": true}}),
+    )
+    .await;
+    for (i, name) in targets.iter().enumerate() {
+        let agent = start_agent();
+        let sandbox = GuestSandbox::new(agent.dir(), "vyos");
+        let vmid = 100 + i as i64;
+        pve.add_vm(vmid, "pve1", agent.socket_path());
+        paths.insert(name.to_string(), sandbox.paths());
+        create::<VRouterTarget>(
+            &ns,
+            json!({"metadata": {"name": name}, "spec": {
+                "provider": {"type": "proxmox", "proxmox": {"vmid": vmid, "clusterRef": {"name": "pve"}}},
+                "params": {"hostName": name, "asn": 4_200_000_000u64 + i as u64},
+            }}),
+        )
+        .await;
+        routers.insert(name.to_string(), Router { agent, sandbox });
+    }
+    let providers: Arc<dyn Providers> = Arc::new(SandboxedProviders {
+        lookup: KubeLookup::new(operator_client.clone()),
+        paths,
+    });
+    let ctx = Arc::new(Context::new(
+        operator_client,
+        Metrics::new(),
+        settings,
+        providers.clone(),
+    ));
+    let stop = if start {
+        start_controllers(&ctx, ns.name())
+    } else {
+        watch::channel(false).0
+    };
+    Site {
+        ns,
+        pve,
+        routers,
+        stop,
+        ctx,
+        providers,
+    }
+}
+
+/// Runs the operator's controllers for one namespace until the returned
+/// sender is dropped or set.
+pub fn start_controllers(ctx: &Arc<Context>, namespace: &str) -> watch::Sender<bool> {
+    let (stop, mut stopped) = watch::channel(false);
+    tokio::spawn(run::controllers(ctx.clone(), Some(namespace.to_owned()), async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+    stop
+}
+
+/// Polls `check` until it returns `Some`, for at most `limit`: the
+/// equivalent of `kubectl wait`.
+pub async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub fn condition(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> Option<(String, String)> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+pub async fn config_phase(api: &Api<VRouterConfig>, name: &str) -> Option<(Phase, Option<(String, String)>, String)> {
+    let config = api.get_opt(name).await.ok()??;
+    let status = config.status?;
+    Some((status.phase, condition(&status.conditions, "Applied"), status.message))
+}
