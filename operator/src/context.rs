@@ -41,6 +41,8 @@ pub struct Settings {
     pub apply_timeout: Duration,
     /// How often a target's VM state is polled.
     pub target_poll: Duration,
+    /// The router's startup configuration, read back for drift detection.
+    pub config_boot_path: String,
 }
 
 impl Default for Settings {
@@ -48,6 +50,7 @@ impl Default for Settings {
         Settings {
             apply_timeout: Duration::from_secs(300),
             target_poll: Duration::from_secs(60),
+            config_boot_path: vrouter_api::constants::CONFIG_BOOT_PATH.to_owned(),
         }
     }
 }

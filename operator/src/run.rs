@@ -8,10 +8,10 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
-use vrouter_api::{VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
+use vrouter_api::{VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate};
 
 use crate::context::Context;
-use crate::{vrouterbinding, vrouterconfig, vroutertarget};
+use crate::{vrouterbinding, vrouterconfig, vrouterstatus, vroutertarget};
 
 /// Every object of kind `K` the controllers watch: one namespace, or all.
 fn api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
@@ -35,6 +35,8 @@ pub async fn controllers(
     let ns = namespace.as_deref();
     let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
     let wc = watcher::Config::default();
+    let wc_status = wc.clone();
+    let shutdown_status = shutdown.clone();
 
     // VRouterConfig: a target change (vmRunning, lastRebootTime) concerns
     // every config that points at it.
@@ -109,7 +111,34 @@ pub async fn controllers(
         .run(vroutertarget::reconcile, vroutertarget::error_policy, ctx.clone())
         .for_each(|_| async {});
 
-    futures::join!(configs, bindings, targets);
+    // VRouterStatus: a config's change (a new apply, a pause lifted) wakes
+    // the status object watching it, so a new baseline is taken promptly.
+    let statuses = Controller::new(api::<VRouterStatus>(&client, ns), wc_status.clone());
+    let status_store = statuses.store();
+    let statuses = statuses
+        .owns(
+            api::<k8s_openapi::api::core::v1::ConfigMap>(&client, ns),
+            wc_status.clone(),
+        )
+        .watches(api::<VRouterConfig>(&client, ns), wc_status, move |config| {
+            let namespace = config.namespace().unwrap_or_default();
+            let name = config.name_any();
+            status_store
+                .state()
+                .into_iter()
+                .filter(|s| s.namespace().as_deref() == Some(&namespace) && s.spec.config_ref.name == name)
+                .map(|s| ObjectRef::from_obj(&*s))
+                .collect::<Vec<_>>()
+        })
+        .graceful_shutdown_on(shutdown_status)
+        .run(
+            vrouterstatus::reconcile::reconcile,
+            vrouterstatus::reconcile::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| async {});
+
+    futures::join!(configs, bindings, targets, statuses);
 }
 
 /// Why [`lead`] returned.

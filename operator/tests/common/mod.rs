@@ -139,6 +139,13 @@ async fn build_site(
         .await;
         routers.insert(name.to_string(), Router { agent, sandbox });
     }
+    // Drift tests read config.boot from the (single) router's sandbox.
+    let mut settings = settings;
+    if settings.config_boot_path.is_empty()
+        && let Some(first) = targets.first()
+    {
+        settings.config_boot_path = routers[*first].sandbox.put_file("config.boot", b"");
+    }
     let providers: Arc<dyn Providers> = Arc::new(SandboxedProviders {
         lookup: KubeLookup::new(operator_client.clone()),
         paths,

@@ -1,0 +1,210 @@
+//! The VRouterStatus reconciler: reads the router's startup config back,
+//! keeps it in a ConfigMap, and sends a drifted VRouterConfig back to
+//! Pending so it is applied again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use vrouter_api::constants::condition;
+use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
+
+use super::decide::{self, ConfigView, Reading};
+use crate::conditions::{self, Wanted};
+use crate::context::Context;
+use crate::objects::{self, MANAGER};
+use crate::vrouterconfig::reconcile::is_paused;
+
+pub const CONTROLLER: &str = "vrouterstatus";
+
+/// ConfigMaps live in etcd objects of at most 1.5 MiB; stay well below so
+/// the object with its metadata always fits.
+pub const MAX_STORED_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// The ConfigMap holding a VRouterStatus's configs.
+pub fn config_map_name(status: &str) -> String {
+    format!("vrs-{status}-config")
+}
+
+pub async fn reconcile(vrs: Arc<VRouterStatus>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = sync(&vrs, &ctx).await;
+    ctx.metrics.reconciled(CONTROLLER, started.elapsed(), result.is_err());
+    result?;
+    Ok(Action::requeue(
+        vrs.spec.sync_interval.to_std().max(Duration::from_secs(1)),
+    ))
+}
+
+async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
+    if vrs.meta().deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let namespace = vrs.namespace().unwrap_or_default();
+    let current = vrs.status.clone().unwrap_or_default();
+    let now = Timestamp::now();
+    let fail = |why: String| decide::on_read_failed(&current, &why, now);
+    let config_ref = &vrs.spec.config_ref;
+    if config_ref.crosses_namespace(&namespace) {
+        let next = fail(format!("spec.configRef must stay in namespace {namespace:?}"));
+        objects::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
+        return Ok(());
+    }
+    let configs: Api<VRouterConfig> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(config) = configs.get_opt(&config_ref.name).await? else {
+        let next = fail(format!("VRouterConfig {:?} not found", config_ref.name));
+        objects::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
+        return Ok(());
+    };
+    let targets: Api<VRouterTarget> = Api::namespaced(ctx.client.clone(), &namespace);
+    let read = async {
+        let target = targets
+            .get_opt(&config.spec.target_ref.name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("VRouterTarget {:?} not found", config.spec.target_ref.name))?;
+        let provider = ctx.providers.for_target(&target).await.map_err(|e| e.to_string())?;
+        if !provider.is_vm_running().await.map_err(|e| e.to_string())? {
+            return Err("the VM is not running".to_owned());
+        }
+        provider.check_ready().await.map_err(|e| e.to_string())?;
+        provider
+            .read_file(&ctx.settings.config_boot_path)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let startup = match read.await {
+        Ok(bytes) => bytes,
+        Err(why) => {
+            // No error return: a router that cannot be read is reported in
+            // Synced=False and looked at again after syncInterval, without
+            // the controller's error backoff.
+            let next = fail(why);
+            objects::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
+            return Ok(());
+        }
+    };
+    let reading = Reading {
+        startup_hash: decide::config_hash(&startup),
+        // The running (committed but unsaved) config has no single file on
+        // VyOS; reading it needs `cli-shell-api showConfig`, which the
+        // providers cannot run for a read yet. Stored empty, as the
+        // proposal allows for a failed running read.
+        running_hash: String::new(),
+    };
+    let mut sync = decide::on_read(
+        &current,
+        &ConfigView {
+            phase: config.status.as_ref().map(|s| s.phase).unwrap_or_default(),
+            last_applied_time: config.status.as_ref().and_then(|s| s.last_applied_time.clone()),
+            paused: is_paused(&config),
+        },
+        &reading,
+        now,
+    );
+    sync.status.config_map_ref = store_configs(ctx, vrs, &startup, &mut sync.status.message).await?;
+    objects::patch_status(&ctx.client, vrs, Some(&current), &sync.status).await?;
+    if sync.drift_started {
+        ctx.event(
+            vrs,
+            true,
+            "DriftDetected",
+            "the router's startup config differs from the last applied one".into(),
+        )
+        .await;
+    }
+    if sync.reset_config {
+        reset_to_pending(ctx, &config).await?;
+    }
+    Ok(())
+}
+
+/// Stores the startup config in the ConfigMap; refuses (and says so in the
+/// message) rather than truncate a config too large for an object.
+async fn store_configs(
+    ctx: &Context,
+    vrs: &VRouterStatus,
+    startup: &[u8],
+    message: &mut String,
+) -> Result<String, Error> {
+    let name = config_map_name(&vrs.name_any());
+    if startup.len() > MAX_STORED_BYTES {
+        *message = format!(
+            "the startup config is {} bytes, more than the {MAX_STORED_BYTES} bytes a ConfigMap can hold here; hashes are kept, content is not stored",
+            startup.len()
+        );
+        return Ok(String::new());
+    }
+    let data = BTreeMap::from([
+        ("startup".to_owned(), String::from_utf8_lossy(startup).into_owned()),
+        ("running".to_owned(), String::new()),
+    ]);
+    let config_map = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "vrouter.kojuro.date/v1".into(),
+                kind: "VRouterStatus".into(),
+                name: vrs.name_any(),
+                uid: vrs.uid().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
+    };
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &vrs.namespace().unwrap_or_default());
+    let existing = api.get_opt(&name).await?;
+    let unchanged = existing.as_ref().is_some_and(|cm| {
+        cm.data == config_map.data && cm.metadata.owner_references == config_map.metadata.owner_references
+    });
+    if !unchanged {
+        api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&config_map))
+            .await?;
+    }
+    Ok(name)
+}
+
+/// Sends a drifted config back to Pending; its controller applies it again
+/// at the same generation. The write is conditional on the config's
+/// resourceVersion, so it never overwrites an apply that just started.
+async fn reset_to_pending(ctx: &Context, config: &VRouterConfig) -> Result<(), Error> {
+    let current = config.status.clone().unwrap_or_default();
+    let mut next = current.clone();
+    next.phase = Phase::Pending;
+    next.message = "drift detected: the router's config changed outside the operator; applying again".into();
+    let generation = Some(next.observed_generation);
+    conditions::set(
+        &mut next.conditions,
+        Wanted {
+            type_: condition::APPLIED,
+            status: false,
+            reason: "DriftDetected",
+            message: next.message.clone(),
+            observed_generation: generation,
+        },
+        Timestamp::now(),
+    );
+    objects::patch_status(&ctx.client, config, Some(&current), &next).await?;
+    ctx.event(config, true, "DriftDetected", next.message.clone()).await;
+    Ok(())
+}
+
+pub fn error_policy(_vrs: Arc<VRouterStatus>, error: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(%error, "VRouterStatus reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(10))
+}
