@@ -140,3 +140,54 @@ impl ResolvesServerCert for ReloadingCert {
         Some(self.current())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn self_signed(name: &str) -> (String, String) {
+        let cert = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+        (cert.cert.pem(), cert.signing_key.serialize_pem())
+    }
+
+    fn serial_of(key: &CertifiedKey) -> Vec<u8> {
+        key.cert[0].as_ref().to_vec()
+    }
+
+    #[test]
+    fn a_changed_pair_is_served_and_a_broken_one_keeps_the_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        let (cert, key) = self_signed("one.example");
+        std::fs::write(&cert_path, cert).unwrap();
+        std::fs::write(&key_path, key).unwrap();
+        let reloading = ReloadingCert::new(cert_path.clone(), key_path.clone()).unwrap();
+        let first = serial_of(&reloading.current());
+        assert!(
+            !reloading.reload_if_changed().unwrap(),
+            "unchanged files are not reloaded"
+        );
+
+        // cert-manager rotates the Secret: both files change.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (cert, key) = self_signed("two.example");
+        std::fs::write(&cert_path, cert).unwrap();
+        std::fs::write(&key_path, key).unwrap();
+        assert!(reloading.reload_if_changed().unwrap());
+        let second = serial_of(&reloading.current());
+        assert_ne!(first, second);
+
+        // A half-written pair is refused and the current certificate stays.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&cert_path, "-----BEGIN CERTIFICATE-----\ngarbage\n").unwrap();
+        assert!(reloading.reload_if_changed().is_err());
+        assert_eq!(serial_of(&reloading.current()), second);
+    }
+
+    #[test]
+    fn missing_files_are_an_error_at_start_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = ReloadingCert::new(dir.path().join("tls.crt"), dir.path().join("tls.key")).unwrap_err();
+        assert!(err.to_string().contains("tls.crt"), "{err}");
+    }
+}
