@@ -11,6 +11,7 @@ use kube::runtime::{Controller, watcher};
 use vrouter_api::{VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate};
 
 use crate::context::Context;
+use crate::proxmoxcluster;
 use crate::{vrouterbinding, vrouterconfig, vrouterstatus, vroutertarget};
 
 /// Every object of kind `K` the controllers watch: one namespace, or all.
@@ -106,6 +107,34 @@ pub async fn controllers(
         )
         .for_each(|_| async {});
 
+    // ProxmoxCluster: a target maps to the cluster its clusterRef names
+    // (same namespace only), so a new target gets its node promptly.
+    let proxmox = Controller::new(
+        api::<vrouter_api::ProxmoxCluster>(&client, ns),
+        watcher::Config::default(),
+    )
+    .watches(
+        api::<VRouterTarget>(&client, ns),
+        watcher::Config::default(),
+        |target| {
+            let namespace = target.namespace().unwrap_or_default();
+            target
+                .spec
+                .provider
+                .proxmox
+                .as_ref()
+                .filter(|p| !p.cluster_ref.crosses_namespace(&namespace))
+                .map(|p| ObjectRef::new(&p.cluster_ref.name).within(&namespace))
+        },
+    )
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        proxmoxcluster::reconcile::reconcile,
+        proxmoxcluster::reconcile::error_policy,
+        ctx.clone(),
+    )
+    .for_each(|_| async {});
+
     let targets = Controller::new(api::<VRouterTarget>(&client, ns), wc)
         .graceful_shutdown_on(shutdown)
         .run(vroutertarget::reconcile, vroutertarget::error_policy, ctx.clone())
@@ -138,7 +167,7 @@ pub async fn controllers(
         )
         .for_each(|_| async {});
 
-    futures::join!(configs, bindings, targets, statuses);
+    futures::join!(configs, bindings, targets, statuses, proxmox);
 }
 
 /// Why [`lead`] returned.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use vrouter_api::VRouterTarget;
 
 /// A boot time must be at least this much newer than the recorded one to
 /// count as a new reboot: uptime is reported in whole seconds and read a
@@ -71,9 +72,103 @@ pub fn parse_proc_uptime(text: &str) -> Option<Duration> {
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
 }
 
+/// Whether `target` is synced by the ProxmoxCluster `cluster` in
+/// `namespace`: only a same-namespace reference counts (spec §6.2 rejects
+/// others; one created before that rule is never followed across).
+pub fn references(target: &VRouterTarget, namespace: &str, cluster: &str) -> bool {
+    target.metadata.namespace.as_deref() == Some(namespace)
+        && target
+            .spec
+            .provider
+            .proxmox
+            .as_ref()
+            .is_some_and(|p| p.cluster_ref.name == cluster && !p.cluster_ref.crosses_namespace(namespace))
+}
+
+/// Whether a target was created after the last sync (whole seconds, as the
+/// API server stores both), so that it gets its node without waiting out
+/// the interval.
+pub fn has_new_target(targets: &[VRouterTarget], last_sync: Option<&Time>) -> bool {
+    let Some(last) = last_sync else { return true };
+    targets
+        .iter()
+        .any(|t| t.metadata.creation_timestamp.as_ref().is_some_and(|c| c.0 > last.0))
+}
+
+/// `message` with every occurrence of each secret replaced, so an error a
+/// server or library built from the request never carries a credential
+/// into a condition or a log.
+pub fn redact(message: &str, secrets: &[&str]) -> String {
+    secrets
+        .iter()
+        .filter(|s| !s.is_empty())
+        .fold(message.to_owned(), |m, s| m.replace(s, "<redacted>"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn target(namespace: &str, cluster_ref: serde_json::Value) -> VRouterTarget {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterTarget",
+            "metadata": {"name": "r1", "namespace": namespace},
+            "spec": {"provider": {"type": "proxmox", "proxmox": {"vmid": 100, "clusterRef": cluster_ref}}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn step4_only_same_namespace_references_to_this_cluster_count() {
+        assert!(references(&target("a", serde_json::json!({"name": "pve"})), "a", "pve"));
+        assert!(references(
+            &target("a", serde_json::json!({"name": "pve", "namespace": "a"})),
+            "a",
+            "pve"
+        ));
+        assert!(!references(
+            &target("a", serde_json::json!({"name": "other"})),
+            "a",
+            "pve"
+        ));
+        assert!(!references(
+            &target("a", serde_json::json!({"name": "pve", "namespace": "b"})),
+            "a",
+            "pve"
+        ));
+        assert!(!references(
+            &target("b", serde_json::json!({"name": "pve"})),
+            "a",
+            "pve"
+        ));
+    }
+
+    #[test]
+    fn step1_a_target_created_after_the_last_sync_is_synced_early() {
+        let created_at = |secs: i64| {
+            let mut t = target("a", serde_json::json!({"name": "pve"}));
+            t.metadata.creation_timestamp = Some(Time(at(secs)));
+            t
+        };
+        let last = Time(at(10));
+        assert!(has_new_target(&[created_at(5), created_at(11)], Some(&last)));
+        assert!(
+            !has_new_target(&[created_at(5), created_at(10)], Some(&last)),
+            "same second: not newer"
+        );
+        assert!(!has_new_target(&[], Some(&last)));
+        assert!(has_new_target(&[], None), "never synced");
+    }
+
+    #[test]
+    fn step5_a_failure_message_never_carries_the_token() {
+        let message = "401 for PVEAPIToken=op@pve!t=s3cret-value";
+        assert_eq!(
+            redact(message, &["s3cret-value", ""]),
+            "401 for PVEAPIToken=op@pve!t=<redacted>"
+        );
+        assert_eq!(redact("plain", &["s3cret-value"]), "plain");
+    }
 
     fn at(secs: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + secs).unwrap()

@@ -1,0 +1,254 @@
+//! The ProxmoxCluster reconciler (spec §7.3): once per sync interval, reads
+//! `/cluster/resources`, then keeps each referencing VRouterTarget's
+//! `proxmoxNode` and `lastRebootTime` current, writing only what changed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use vrouter_api::constants::{FINALIZER, condition, reason};
+use vrouter_api::proxmox_cluster::{SECRET_KEY_TOKEN_ID, SECRET_KEY_TOKEN_SECRET};
+use vrouter_api::{ProxmoxCluster, VRouterTarget};
+use vrouter_providers::factory::proxmox_cluster_client;
+use vrouter_providers::{FactoryContext, ProviderError};
+
+use super::decide::{self, VmResource};
+use crate::conditions::{self, Wanted};
+use crate::context::Context;
+use crate::objects;
+
+pub const CONTROLLER: &str = "proxmoxcluster";
+
+/// The spec's bound on one guest `/proc/uptime` read: a hung agent must not
+/// stall the sync of every other target.
+const GUEST_UPTIME_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Admission rejects a non-positive interval; this floor only keeps an object
+/// stored before that rule from hot-polling the Proxmox API.
+const MIN_SYNC_INTERVAL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// Why a sync could not read the cluster; the text goes into the Synced
+/// condition, already free of credentials.
+struct SyncFailure(String);
+
+pub async fn reconcile(cluster: Arc<ProxmoxCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_inner(&cluster, &ctx).await;
+    ctx.metrics.reconciled(CONTROLLER, started.elapsed(), result.is_err());
+    result
+}
+
+fn sync_interval(cluster: &ProxmoxCluster) -> Duration {
+    cluster.spec.sync_interval.to_std().max(MIN_SYNC_INTERVAL)
+}
+
+async fn reconcile_inner(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Action, Error> {
+    if cluster.meta().deletion_timestamp.is_some() {
+        // Nothing to clean up: the targets keep their last observed node.
+        objects::remove_finalizer(&ctx.client, cluster, FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    if objects::ensure_finalizer(&ctx.client, cluster, FINALIZER).await? {
+        return Ok(Action::requeue(Duration::ZERO));
+    }
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let interval = sync_interval(cluster);
+    let targets: Vec<VRouterTarget> = Api::<VRouterTarget>::namespaced(ctx.client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|t| decide::references(t, &namespace, &name))
+        .collect();
+    let current = cluster.status.clone().unwrap_or_default();
+    if let Some(wait) = decide::sync_wait(current.last_sync_time.as_ref(), interval, Timestamp::now()) {
+        // A target created since the last sync is synced now rather than up
+        // to a whole interval later: until then its provider must look the
+        // node up on every call. (Keyed on creation, not on an empty node:
+        // a VM that is gone keeps an empty node, and must not make every
+        // event a sync.)
+        if !decide::has_new_target(&targets, current.last_sync_time.as_ref()) {
+            return Ok(Action::requeue(wait));
+        }
+    }
+
+    let outcome = match read_cluster(cluster, ctx).await {
+        Ok(vms) => {
+            sync_targets(cluster, ctx, &targets, vms, interval).await?;
+            Ok(())
+        }
+        Err(failure) => Err(failure),
+    };
+
+    let now = Timestamp::now();
+    let mut next = current.clone();
+    let wanted = match &outcome {
+        Ok(()) => {
+            next.last_sync_time = Some(Time(now));
+            Wanted {
+                type_: condition::SYNCED,
+                status: true,
+                reason: reason::SYNC_SUCCEEDED,
+                message: format!("{} target(s) synced", targets.len()),
+                observed_generation: cluster.metadata.generation,
+            }
+        }
+        Err(SyncFailure(message)) => {
+            tracing::warn!(cluster = %name, %message, "ProxmoxCluster sync failed");
+            Wanted {
+                type_: condition::SYNCED,
+                status: false,
+                reason: reason::SYNC_FAILED,
+                message: message.clone(),
+                observed_generation: cluster.metadata.generation,
+            }
+        }
+    };
+    conditions::set(&mut next.conditions, wanted, now);
+    objects::patch_status(&ctx.client, cluster, Some(&current), &next).await?;
+    // A failed sync is retried at the next interval too: an unreachable
+    // cluster is not polled in a tight loop.
+    Ok(Action::requeue(interval))
+}
+
+/// Steps 2–3: credentials, then one `/cluster/resources` read.
+async fn read_cluster(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Vec<VmResource>, SyncFailure> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let secret_name = &cluster.spec.credentials_ref.name;
+    let secret = Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
+        .get_opt(secret_name)
+        .await
+        .map_err(|e| SyncFailure(format!("reading credentials Secret {namespace}/{secret_name}: {e}")))?
+        .ok_or_else(|| SyncFailure(format!("credentials Secret {namespace}/{secret_name} not found")))?;
+    let secrets = secret_values(&secret);
+    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    let failed = |context: &str, e: ProviderError| SyncFailure(decide::redact(&format!("{context}: {e}"), &secrets));
+    let client = proxmox_cluster_client(cluster, &secret, &FactoryContext::default())
+        .map_err(|e| failed("building the Proxmox client", e))?;
+    let vms = client
+        .vms()
+        .await
+        .map_err(|e| failed("listing /cluster/resources", e))?;
+    Ok(vms
+        .into_iter()
+        .map(|vm| VmResource {
+            vmid: vm.vmid,
+            node: vm.node,
+            uptime_secs: if vm.running { vm.uptime } else { 0 },
+        })
+        .collect())
+}
+
+/// The credential values of the Secret, to keep out of any message.
+fn secret_values(secret: &Secret) -> Vec<String> {
+    let is_credential = |key: &String| [SECRET_KEY_TOKEN_ID, SECRET_KEY_TOKEN_SECRET].contains(&key.as_str());
+    let from_data = secret
+        .data
+        .iter()
+        .flatten()
+        .filter(|(k, _)| is_credential(k))
+        .map(|(_, v)| String::from_utf8_lossy(&v.0).trim().to_owned());
+    let from_string_data = secret
+        .string_data
+        .iter()
+        .flatten()
+        .filter(|(k, _)| is_credential(k))
+        .map(|(_, v)| v.trim().to_owned());
+    from_data.chain(from_string_data).collect()
+}
+
+/// Step 4: node and reboot time of every referencing target.
+async fn sync_targets(
+    cluster: &ProxmoxCluster,
+    ctx: &Context,
+    targets: &[VRouterTarget],
+    vms: Vec<VmResource>,
+    interval: Duration,
+) -> Result<(), Error> {
+    // The uptimes were read just now; the boot time is derived from this.
+    let observed_at = Timestamp::now();
+    let index = decide::index_by_vmid(vms);
+    for target in targets {
+        let Some(vmid) = target.spec.provider.proxmox.as_ref().map(|p| p.vmid) else {
+            continue;
+        };
+        let current = target.status.clone().unwrap_or_default();
+        let mut next = current.clone();
+        next.proxmox_node = decide::node_for(&index, vmid);
+        let uptime = index.get(&vmid).map(|vm| vm.uptime_secs).unwrap_or(0);
+        if let Some(boot) = decide::detect_reboot(
+            Duration::from_secs(uptime),
+            observed_at,
+            interval,
+            next.last_reboot_time.as_ref(),
+        ) {
+            next.last_reboot_time = Some(boot);
+        }
+        // A guest-initiated reboot keeps the QEMU process (and its uptime):
+        // only the guest's own clock shows it. A stopped VM has no agent.
+        if cluster.spec.check_guest_uptime && uptime > 0 {
+            let mut fresh = target.clone();
+            fresh.status = Some(next.clone());
+            if let Some((guest_uptime, read_at)) = guest_uptime(ctx, &fresh).await
+                && let Some(boot) =
+                    decide::detect_reboot(guest_uptime, read_at, interval, next.last_reboot_time.as_ref())
+            {
+                next.last_reboot_time = Some(boot);
+            }
+        }
+        objects::patch_status(&ctx.client, target, Some(&current), &next).await?;
+    }
+    Ok(())
+}
+
+/// The guest's uptime and when it was read back, or `None` (logged) when the
+/// agent could not tell: the Proxmox uptime check still stands.
+async fn guest_uptime(ctx: &Context, target: &VRouterTarget) -> Option<(Duration, Timestamp)> {
+    let name = target.name_any();
+    let read = async {
+        let provider = ctx.providers.for_target(target).await?;
+        provider.read_file("/proc/uptime").await
+    };
+    let text = match tokio::time::timeout(GUEST_UPTIME_TIMEOUT, read).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(error)) => {
+            tracing::warn!(target = %name, %error, "could not read the guest's /proc/uptime");
+            return None;
+        }
+        Err(_) => {
+            tracing::warn!(target = %name, "reading the guest's /proc/uptime took longer than 10 s");
+            return None;
+        }
+    };
+    let read_at = Timestamp::now();
+    match decide::parse_proc_uptime(&String::from_utf8_lossy(&text)) {
+        Some(uptime) => Some((uptime, read_at)),
+        None => {
+            tracing::warn!(target = %name, "the guest's /proc/uptime is not a number of seconds");
+            None
+        }
+    }
+}
+
+pub fn error_policy(_cluster: Arc<ProxmoxCluster>, error: &Error, _ctx: Arc<Context>) -> Action {
+    // A conflict means the cache was one write behind: look again promptly.
+    if let Error::Kube(kube::Error::Api(e)) = error
+        && e.code == 409
+    {
+        return Action::requeue(Duration::from_millis(200));
+    }
+    tracing::warn!(%error, "ProxmoxCluster reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}

@@ -1,0 +1,203 @@
+//! The ProxmoxCluster controller (spec §7.3) against a real kube-apiserver,
+//! the in-test Proxmox API and real qemu-ga agents: node tracking, reboot
+//! detection from the uptime Proxmox reports, and the Synced condition.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use vrouter_api::{Phase, ProxmoxCluster, VRouterConfig, VRouterTarget};
+use vrouter_operator::context::Settings;
+use vrouter_testenv::TestNamespace;
+
+use common::{Site, condition, config_phase, create, site, wait_for};
+
+/// The token secret `common` gives the cluster's credentials Secret.
+const TOKEN_SECRET: &str = "0b7c6f0e-test-only";
+
+const SYNC_INTERVAL_SECS: u64 = 10;
+
+async fn cluster(ns: &TestNamespace) -> ProxmoxCluster {
+    ns.api::<ProxmoxCluster>().get("pve").await.unwrap()
+}
+
+async fn set_sync_interval(ns: &TestNamespace, secs: u64) {
+    ns.api::<ProxmoxCluster>()
+        .patch(
+            "pve",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"syncInterval": format!("{secs}s")}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Makes the next sync due now, as if the interval had passed.
+async fn force_sync(ns: &TestNamespace) {
+    ns.api::<ProxmoxCluster>()
+        .patch_status(
+            "pve",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"lastSyncTime": null}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Makes a sync due now and waits for it: `lastSyncTime` is cleared, so
+/// its coming back (whole seconds, possibly the same as before) is the
+/// new sync.
+async fn next_sync(ns: &TestNamespace) -> k8s_openapi::jiff::Timestamp {
+    force_sync(ns).await;
+    wait_for("a new sync", Duration::from_secs(30), || async {
+        Some(cluster(ns).await.status?.last_sync_time?.0)
+    })
+    .await
+}
+
+async fn node_of(ns: &TestNamespace, target: &str) -> Option<String> {
+    let target = ns.api::<VRouterTarget>().get(target).await.ok()?;
+    Some(target.status.unwrap_or_default().proxmox_node)
+}
+
+fn synced(cluster: &ProxmoxCluster) -> Option<(String, String, String)> {
+    let c = cluster
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Synced")?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[tokio::test]
+async fn the_node_is_tracked_and_cleared_and_synced_is_reported() {
+    let site = site("pxc-node", &["r1", "r2"], Settings::default()).await;
+    let ns = &site.ns;
+    for name in ["r1", "r2"] {
+        wait_for(&format!("{name} on pve1"), Duration::from_secs(30), || async {
+            node_of(ns, name).await.filter(|n| n == "pve1")
+        })
+        .await;
+    }
+    let pve = cluster(ns).await;
+    assert!(pve.finalizers().contains(&"vrouter.kojuro.date/finalizer".to_string()));
+    assert!(pve.status.as_ref().unwrap().last_sync_time.is_some());
+    let (status, reason, _) = synced(&pve).expect("a Synced condition");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "SyncSucceeded"));
+
+    // A migration moves the node; a destroyed VM clears it.
+    site.pve.move_vm(101, "pve2");
+    next_sync(ns).await;
+    assert_eq!(node_of(ns, "r2").await.as_deref(), Some("pve2"));
+    site.pve.remove_vm(100);
+    next_sync(ns).await;
+    assert_eq!(node_of(ns, "r1").await.as_deref(), Some(""));
+    assert_eq!(node_of(ns, "r2").await.as_deref(), Some("pve2"));
+
+    // Rejected credentials: SyncFailed, and the message never carries the token.
+    site.pve.set_token("other@pve!x", "another-secret");
+    force_sync(ns).await;
+    let (status, reason, message) = wait_for("SyncFailed", Duration::from_secs(30), || async {
+        synced(&cluster(ns).await).filter(|(s, _, _)| s == "False")
+    })
+    .await;
+    assert_eq!(reason, "SyncFailed");
+    assert_eq!(status, "False");
+    assert!(!message.is_empty());
+    assert!(!message.contains(TOKEN_SECRET), "{message}");
+    assert_eq!(
+        node_of(ns, "r2").await.as_deref(),
+        Some("pve2"),
+        "a failed sync changes no target"
+    );
+}
+
+fn sets(site: &Site) -> usize {
+    site.routers["r1"]
+        .sandbox
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("set "))
+        .count()
+}
+
+#[tokio::test]
+async fn a_reboot_forces_exactly_one_re_apply() {
+    let site = site("pxc-reboot", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "direct"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    let applied = || async {
+        config_phase(&configs, "direct")
+            .await
+            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
+    };
+    let (phase, _, message) = wait_for("the first apply", Duration::from_secs(60), applied).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    set_sync_interval(ns, SYNC_INTERVAL_SECS).await;
+    wait_for("r1 on pve1", Duration::from_secs(30), || async {
+        node_of(ns, "r1").await.filter(|n| n == "pve1")
+    })
+    .await;
+    let before = sets(&site);
+    assert_eq!(before, 1);
+    let targets = ns.api::<VRouterTarget>();
+    assert_eq!(
+        targets.get("r1").await.unwrap().status.unwrap().last_reboot_time,
+        None,
+        "an hour of uptime is no reboot"
+    );
+
+    // The VM restarts: from now on Proxmox reports a growing uptime from 1 s.
+    let boot = Instant::now();
+    let ticker = async {
+        loop {
+            site.pve.set_uptime(100, 1 + boot.elapsed().as_secs());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    let body = async {
+        next_sync(ns).await;
+        let rebooted = wait_for("lastRebootTime", Duration::from_secs(30), || async {
+            targets.get("r1").await.ok()?.status?.last_reboot_time
+        })
+        .await;
+        wait_for("the re-apply", Duration::from_secs(60), || async {
+            let (phase, applied, _) = config_phase(&configs, "direct").await?;
+            (sets(&site) > before && phase == Phase::Applied).then_some(applied)
+        })
+        .await;
+        assert_eq!(sets(&site), before + 1, "one re-apply");
+
+        // Another sync inside the same boot's detection window (uptime at
+        // most 1.5 × the interval) derives the same boot time: no new reboot.
+        next_sync(ns).await;
+        let window = Duration::from_secs(SYNC_INTERVAL_SECS * 3 / 2);
+        assert!(
+            boot.elapsed() < window,
+            "precondition: the second sync ran within the detection window"
+        );
+        let target = targets.get("r1").await.unwrap();
+        assert_eq!(target.status.unwrap().last_reboot_time, Some(rebooted));
+        // Give the config controller time to act on any change it saw.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(sets(&site), before + 1, "still exactly one re-apply");
+        let (phase, applied, _) = config_phase(&configs, "direct").await.unwrap();
+        assert_eq!(phase, Phase::Applied);
+        assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));
+    };
+    tokio::select! {
+        _ = ticker => unreachable!("the ticker never ends"),
+        _ = body => {}
+    }
+    let (status, reason) = condition(&cluster(ns).await.status.unwrap().conditions, "Synced").unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "SyncSucceeded"));
+}
