@@ -135,7 +135,28 @@ pub async fn controllers(
     )
     .for_each(|_| async {});
 
-    let targets = Controller::new(api::<VRouterTarget>(&client, ns), wc)
+    let targets = Controller::new(api::<VRouterTarget>(&client, ns), wc.clone());
+    // KubeVirt VMs: a VMI event polls the targets that name it at once,
+    // when this cluster serves KubeVirt at all.
+    let targets = match vroutertarget::vmi_resource(&client).await {
+        Some(resource) => {
+            let store = targets.store();
+            let vmis = match ns {
+                Some(ns) => Api::<kube::core::DynamicObject>::namespaced_with(client.clone(), ns, &resource),
+                None => Api::<kube::core::DynamicObject>::all_with(client.clone(), &resource),
+            };
+            targets.watches_with(vmis, resource, wc, move |vmi| {
+                let state = store.state();
+                vroutertarget::targets_for_vmi(
+                    &vmi.namespace().unwrap_or_default(),
+                    &vmi.name_any(),
+                    state.iter().map(|t| &**t),
+                )
+            })
+        }
+        None => targets,
+    };
+    let targets = targets
         .graceful_shutdown_on(shutdown)
         .run(vroutertarget::reconcile, vroutertarget::error_policy, ctx.clone())
         .for_each(|_| async {});

@@ -50,7 +50,75 @@ async fn poll(target: &VRouterTarget, ctx: &Context) -> Result<(), Error> {
     Ok(())
 }
 
+/// The KubeVirt VirtualMachineInstance resource, when this cluster serves
+/// it. Without KubeVirt there is nothing to watch, and a watch on a missing
+/// resource would only fail forever.
+pub async fn vmi_resource(client: &kube::Client) -> Option<kube::core::ApiResource> {
+    let gvk = kube::core::GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance");
+    kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .ok()
+        .map(|(resource, _)| resource)
+}
+
+/// The KubeVirt targets that a VMI event concerns: same VM name, and the VM
+/// namespace the provider would use (the target's own when not set). Maps a
+/// VM start or stop to an immediate poll instead of the next 60 s one.
+pub fn targets_for_vmi<'a>(
+    vmi_namespace: &str,
+    vmi_name: &str,
+    targets: impl IntoIterator<Item = &'a VRouterTarget>,
+) -> Vec<kube::runtime::reflector::ObjectRef<VRouterTarget>> {
+    targets
+        .into_iter()
+        .filter(|t| {
+            let Some(kv) = t.spec.provider.kubevirt.as_ref() else {
+                return false;
+            };
+            kv.name == vmi_name && t.kubevirt_namespace().as_deref() == Some(vmi_namespace)
+        })
+        .map(kube::runtime::reflector::ObjectRef::from_obj)
+        .collect()
+}
+
 pub fn error_policy(_target: Arc<VRouterTarget>, error: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(%error, "VRouterTarget reconcile failed");
     Action::requeue(ctx.settings.target_poll)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(name: &str, namespace: &str, yaml: &str) -> VRouterTarget {
+        let mut t: VRouterTarget = serde_yaml::from_str(&format!("metadata: {{}}\n{yaml}")).unwrap();
+        t.metadata.name = Some(name.into());
+        t.metadata.namespace = Some(namespace.into());
+        t
+    }
+
+    #[test]
+    fn a_vmi_maps_to_kubevirt_targets_by_name_and_resolved_namespace() {
+        let targets = [
+            target("same-ns", "net", "spec: {provider: {kubevirt: {name: vm1}}}"),
+            target(
+                "explicit-ns",
+                "net",
+                "spec: {provider: {kubevirt: {name: vm1, namespace: prod}}}",
+            ),
+            target("other-vm", "net", "spec: {provider: {kubevirt: {name: vm2}}}"),
+            target(
+                "proxmox",
+                "net",
+                "spec: {provider: {type: proxmox, proxmox: {vmid: 100, clusterRef: {name: p}}}}",
+            ),
+        ];
+        let names = |ns: &str, vm: &str| -> Vec<String> {
+            targets_for_vmi(ns, vm, &targets).into_iter().map(|r| r.name).collect()
+        };
+        assert_eq!(names("net", "vm1"), ["same-ns"]);
+        assert_eq!(names("prod", "vm1"), ["explicit-ns"]);
+        assert_eq!(names("net", "vm2"), ["other-vm"]);
+        assert!(names("elsewhere", "vm1").is_empty());
+    }
 }

@@ -30,6 +30,7 @@ const TOKEN_SECRET: &str = "0b7c6f0e-test-only";
 /// The production factory, with each target's guest-side paths pointing
 /// into its own sandbox (all test guests share this machine's filesystem).
 pub struct SandboxedProviders {
+    client: kube::Client,
     lookup: KubeLookup,
     paths: HashMap<String, GuestPaths>,
 }
@@ -39,6 +40,7 @@ impl Providers for SandboxedProviders {
     async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
         let name = target.metadata.name.clone().unwrap_or_default();
         let factory = FactoryContext {
+            client: Some(self.client.clone()),
             guest_paths: self.paths.get(&name).cloned().unwrap_or_default(),
             ..FactoryContext::default()
         };
@@ -147,6 +149,7 @@ async fn build_site(
         settings.config_boot_path = routers[*first].sandbox.put_file("config.boot", b"");
     }
     let providers: Arc<dyn Providers> = Arc::new(SandboxedProviders {
+        client: operator_client.clone(),
         lookup: KubeLookup::new(operator_client.clone()),
         paths,
     });
