@@ -43,6 +43,9 @@ pub struct Settings {
     pub target_poll: Duration,
     /// The router's startup configuration, read back for drift detection.
     pub config_boot_path: String,
+    /// Where the ProxmoxCluster sync reads the guest's uptime; tests point it
+    /// into a sandbox, since every test guest shares this machine's /proc.
+    pub guest_uptime_path: String,
 }
 
 impl Default for Settings {
@@ -51,6 +54,7 @@ impl Default for Settings {
             apply_timeout: Duration::from_secs(300),
             target_poll: Duration::from_secs(60),
             config_boot_path: vrouter_api::constants::CONFIG_BOOT_PATH.to_owned(),
+            guest_uptime_path: "/proc/uptime".to_owned(),
         }
     }
 }

@@ -128,6 +128,34 @@ fn sets(site: &Site) -> usize {
 #[tokio::test]
 async fn a_reboot_forces_exactly_one_re_apply() {
     let site = site("pxc-reboot", &["r1"], Settings::default()).await;
+    // The VM restarts: Proxmox reports a growing uptime from 1 s.
+    one_re_apply_per_reboot(&site, |uptime| site.pve.set_uptime(100, uptime.as_secs())).await;
+}
+
+#[tokio::test]
+async fn a_reboot_inside_the_guest_forces_exactly_one_re_apply() {
+    // The guest's uptime file is this one (every test guest shares this
+    // machine's /proc); it starts an hour into a boot.
+    let uptime_file = std::env::temp_dir().join(format!("vrouter-pxc-guest-uptime-{}", std::process::id()));
+    std::fs::write(&uptime_file, "3600.00 7000.00\n").unwrap();
+    let settings = Settings {
+        guest_uptime_path: uptime_file.to_string_lossy().into_owned(),
+        ..Settings::default()
+    };
+    let site = site("pxc-soft-reboot", &["r1"], settings).await;
+    // The guest reboots itself: the QEMU process, and so the uptime Proxmox
+    // reports (an hour), stays; only the guest's own clock starts over.
+    one_re_apply_per_reboot(&site, |uptime| {
+        std::fs::write(&uptime_file, format!("{:.2} 0.50\n", uptime.as_secs_f64())).unwrap()
+    })
+    .await;
+    std::fs::remove_file(&uptime_file).unwrap();
+}
+
+/// Applies a config, reboots r1 (`set_uptime` receives the uptime since the
+/// reboot, again and again while the test runs), and checks that exactly
+/// one re-apply follows, even after a second sync within the same boot.
+async fn one_re_apply_per_reboot(site: &Site, set_uptime: impl Fn(Duration)) {
     let ns = &site.ns;
     create::<VRouterConfig>(
         ns,
@@ -147,7 +175,7 @@ async fn a_reboot_forces_exactly_one_re_apply() {
         node_of(ns, "r1").await.filter(|n| n == "pve1")
     })
     .await;
-    let before = sets(&site);
+    let before = sets(site);
     assert_eq!(before, 1);
     let targets = ns.api::<VRouterTarget>();
     assert_eq!(
@@ -156,11 +184,10 @@ async fn a_reboot_forces_exactly_one_re_apply() {
         "an hour of uptime is no reboot"
     );
 
-    // The VM restarts: from now on Proxmox reports a growing uptime from 1 s.
     let boot = Instant::now();
     let ticker = async {
         loop {
-            site.pve.set_uptime(100, 1 + boot.elapsed().as_secs());
+            set_uptime(Duration::from_secs(1) + boot.elapsed());
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     };
@@ -172,10 +199,10 @@ async fn a_reboot_forces_exactly_one_re_apply() {
         .await;
         wait_for("the re-apply", Duration::from_secs(60), || async {
             let (phase, applied, _) = config_phase(&configs, "direct").await?;
-            (sets(&site) > before && phase == Phase::Applied).then_some(applied)
+            (sets(site) > before && phase == Phase::Applied).then_some(applied)
         })
         .await;
-        assert_eq!(sets(&site), before + 1, "one re-apply");
+        assert_eq!(sets(site), before + 1, "one re-apply");
 
         // Another sync inside the same boot's detection window (uptime at
         // most 1.5 × the interval) derives the same boot time: no new reboot.
@@ -189,7 +216,7 @@ async fn a_reboot_forces_exactly_one_re_apply() {
         assert_eq!(target.status.unwrap().last_reboot_time, Some(rebooted));
         // Give the config controller time to act on any change it saw.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        assert_eq!(sets(&site), before + 1, "still exactly one re-apply");
+        assert_eq!(sets(site), before + 1, "still exactly one re-apply");
         let (phase, applied, _) = config_phase(&configs, "direct").await.unwrap();
         assert_eq!(phase, Phase::Applied);
         assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));

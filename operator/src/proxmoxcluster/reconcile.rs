@@ -219,7 +219,7 @@ async fn guest_uptime(ctx: &Context, target: &VRouterTarget) -> Option<(Duration
     let name = target.name_any();
     let read = async {
         let provider = ctx.providers.for_target(target).await?;
-        provider.read_file("/proc/uptime").await
+        provider.read_file(&ctx.settings.guest_uptime_path).await
     };
     let text = match tokio::time::timeout(GUEST_UPTIME_TIMEOUT, read).await {
         Ok(Ok(bytes)) => bytes,
