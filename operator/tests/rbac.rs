@@ -15,7 +15,7 @@ use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus};
 use vrouter_operator::context::Settings;
 use vrouter_testenv::TestEnv;
 
-use common::{config_phase, create, site_as, wait_for};
+use common::{condition, config_phase, create, site_as, wait_for};
 
 const RBAC: &str = include_str!("../../deploy/operator/rbac.yaml");
 
@@ -119,4 +119,13 @@ async fn the_operator_applies_with_only_its_cluster_role() {
         statuses.get_opt("b.r1").await.ok()?
     })
     .await;
+    // The ProxmoxCluster sync too: Secret read, finalizer, both status writes.
+    let clusters = ns.api::<vrouter_api::ProxmoxCluster>();
+    wait_for("SyncSucceeded", Duration::from_secs(30), || async {
+        let status = clusters.get("pve").await.ok()?.status?;
+        condition(&status.conditions, "Synced").filter(|(s, _)| s == "True")
+    })
+    .await;
+    let target = ns.api::<vrouter_api::VRouterTarget>().get("r1").await.unwrap();
+    assert_eq!(target.status.unwrap().proxmox_node, "pve1");
 }
