@@ -16,6 +16,9 @@ use crate::telemetry::LogFormat;
     about = "Keeps VyOS and DozenOS routers configured as declared"
 )]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Where /metrics, /healthz and /readyz are served (plain HTTP).
     #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
@@ -66,6 +69,22 @@ pub struct Args {
 
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+}
+
+/// What to do instead of running the operator.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Print the VRouterConfigs the operator would write for the given
+    /// manifests (files or directories of *.yaml), without a cluster.
+    /// Exit codes: 0 rendered, 1 invalid or unrenderable manifests, 2
+    /// unreadable files.
+    Render {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Also print each router's apply script (as comments).
+        #[arg(long)]
+        script: bool,
+    },
 }
 
 #[cfg(test)]

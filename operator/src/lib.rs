@@ -9,6 +9,7 @@ pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod objects;
+pub mod offline_render;
 pub mod proxmoxcluster;
 pub mod run;
 pub mod telemetry;

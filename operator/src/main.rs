@@ -8,11 +8,12 @@ use clap::Parser;
 use kube::Client;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use vrouter_operator::cli::Args;
+use vrouter_operator::cli::{Args, Command};
 use vrouter_operator::context::{Context, FactoryProviders, Settings};
 use vrouter_operator::http::{self, Readiness};
 use vrouter_operator::leader::{self, Election};
 use vrouter_operator::metrics::Metrics;
+use vrouter_operator::offline_render;
 use vrouter_operator::tls::ReloadingCert;
 use vrouter_operator::webhooks::review::Admission;
 use vrouter_operator::webhooks::server;
@@ -23,6 +24,9 @@ use vrouter_render::TemplateEngine;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(Command::Render { paths, script }) = &args.command {
+        std::process::exit(render_offline(paths, *script));
+    }
     telemetry::init(args.log_format);
     let client = Client::try_default()
         .await
@@ -110,5 +114,37 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// `vrouter-operator render`: prints to stdout, problems to stderr.
+fn render_offline(paths: &[std::path::PathBuf], script: bool) -> i32 {
+    let objects = match offline_render::load(paths) {
+        Ok(objects) => objects,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return offline_render::EXIT_UNREADABLE;
+        }
+    };
+    match offline_render::render(&objects).and_then(|c| {
+        offline_render::to_yaml(&c, script).map_err(|m| {
+            vec![offline_render::Problem {
+                source: "<output>".into(),
+                object: String::new(),
+                field: None,
+                message: m,
+            }]
+        })
+    }) {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(problems) => {
+            for problem in &problems {
+                eprintln!("error: {problem}");
+            }
+            offline_render::EXIT_INVALID
+        }
     }
 }

@@ -5,8 +5,12 @@
 use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde_json::Value;
 use vrouter_api::constants::{LABEL_BINDING, LABEL_TARGET};
-use vrouter_api::{NameRef, VRouterBinding, VRouterConfig, VRouterConfigSpec};
+use vrouter_api::{
+    NameRef, VRouterBinding, VRouterConfig, VRouterConfigSpec, VRouterParams, VRouterTarget, VRouterTemplate,
+};
+use vrouter_render::{TemplateEngine, TemplateSource, merge_layers};
 
 /// Name of the config a binding generates for a target: `{binding}.{target}`.
 pub fn config_name(binding: &str, target: &str) -> String {
@@ -116,6 +120,57 @@ pub fn needs_write(existing: &VRouterConfig, desired: &VRouterConfig) -> bool {
         .flatten()
         .any(|o| Some(&o.uid) == owner.map(|w| &w.uid) && o.controller == Some(true));
     !has_owner
+}
+
+/// Renders the binding for each target, in `targets` order: params merged
+/// paramsRefs → binding → target, templates parsed once and rendered per
+/// target. `templates`, `params` and `targets` are the resolved references,
+/// in the binding's order. Any failure names the template or target and
+/// nothing is returned, so nothing is written.
+pub fn render_targets(
+    binding: &VRouterBinding,
+    templates: &[VRouterTemplate],
+    params: &[VRouterParams],
+    targets: &[VRouterTarget],
+) -> Result<Vec<VRouterConfig>, String> {
+    let names: Vec<String> = templates
+        .iter()
+        .map(|t| t.metadata.name.clone().unwrap_or_default())
+        .collect();
+    let sources: Vec<TemplateSource<'_>> = templates
+        .iter()
+        .zip(&names)
+        .map(|(t, name)| TemplateSource {
+            name,
+            config: &t.spec.config,
+            commands: &t.spec.commands,
+        })
+        .collect();
+    let empty = Value::Object(Default::default());
+    let mut layers: Vec<Value> = params
+        .iter()
+        .map(|p| p.spec.params.clone().unwrap_or(empty.clone()))
+        .collect();
+    layers.push(binding.spec.params.clone().unwrap_or(empty.clone()));
+    // Parse once, render per target: parsing dominates a render.
+    let prepared = TemplateEngine::new().prepare(&sources).map_err(|e| e.to_string())?;
+    let mut desired = Vec::with_capacity(targets.len());
+    for target in targets {
+        let target_name = target.metadata.name.clone().unwrap_or_default();
+        let mut all = layers.clone();
+        all.push(target.spec.params.clone().unwrap_or(empty.clone()));
+        let merged = merge_layers(&all).map_err(|e| format!("params for target {target_name:?}: {e}"))?;
+        let rendered = prepared
+            .render(&merged)
+            .map_err(|e| format!("rendering for target {target_name:?}: {e}"))?;
+        desired.push(desired_config(
+            binding,
+            &target_name,
+            rendered.config,
+            rendered.commands,
+        ));
+    }
+    Ok(desired)
 }
 
 /// Names of existing configs (found by the binding label) that no target of

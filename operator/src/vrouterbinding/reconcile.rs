@@ -11,13 +11,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use serde_json::Value;
 use vrouter_api::constants::{FINALIZER, LABEL_BINDING, condition, reason};
 use vrouter_api::{
     RolloutMode, RolloutStatus, VRouterBinding, VRouterBindingStatus, VRouterConfig, VRouterConfigSpec, VRouterParams,
     VRouterTarget, VRouterTemplate,
 };
-use vrouter_render::{TemplateEngine, TemplateSource, merge_layers};
 use vrouter_rollout::{AppliedCondition, ConditionStatus, Decision, ExistingConfig, Frontier, Policy, Rollout, Target};
 
 use super::plan;
@@ -110,48 +108,7 @@ async fn render_all(
         Ok(t) => t,
         Err(p) => return Ok(Err(p)),
     };
-    let names: Vec<String> = templates.iter().map(|t| t.name_any()).collect();
-    let sources: Vec<TemplateSource<'_>> = templates
-        .iter()
-        .zip(&names)
-        .map(|(t, name)| TemplateSource {
-            name,
-            config: &t.spec.config,
-            commands: &t.spec.commands,
-        })
-        .collect();
-    let empty = Value::Object(Default::default());
-    let mut layers: Vec<Value> = params
-        .iter()
-        .map(|p| p.spec.params.clone().unwrap_or(empty.clone()))
-        .collect();
-    layers.push(spec.params.clone().unwrap_or(empty.clone()));
-    // Parse once, render per target: parsing dominates a render.
-    let prepared = match TemplateEngine::new().prepare(&sources) {
-        Ok(p) => p,
-        Err(e) => return Ok(Err(RenderProblem(e.to_string()))),
-    };
-    let mut desired = Vec::with_capacity(targets.len());
-    for target in &targets {
-        let target_name = target.name_any();
-        let mut all = layers.clone();
-        all.push(target.spec.params.clone().unwrap_or(empty.clone()));
-        let merged = match merge_layers(&all) {
-            Ok(m) => m,
-            Err(e) => return Ok(Err(RenderProblem(format!("params for target {target_name:?}: {e}")))),
-        };
-        let rendered = match prepared.render(&merged) {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(RenderProblem(format!("rendering for target {target_name:?}: {e}")))),
-        };
-        desired.push(plan::desired_config(
-            binding,
-            &target_name,
-            rendered.config,
-            rendered.commands,
-        ));
-    }
-    Ok(Ok(desired))
+    Ok(plan::render_targets(binding, &templates, &params, &targets).map_err(RenderProblem))
 }
 
 fn policy(binding: &VRouterBinding) -> Policy {
