@@ -517,3 +517,38 @@ async fn template_syntax_is_checked_with_the_rendering_engine() {
     assert_mentions(&message, &["spec.config:", "get_env"]);
     create::<VRouterTemplate>(&ns, template("fine")).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_safe_opt_out_is_admitted_with_a_warning() {
+    let ns = setup("wh-safe").await;
+    let template: VRouterTemplate = serde_json::from_value(with_kind::<VRouterTemplate>(json!({
+        "metadata": {"name": "trusted"},
+        "spec": {"commands": "set system host-name {{ hostName }}\n{{ raw | safe }}\n"},
+    })))
+    .unwrap();
+    // kube-rs does not expose admission warnings on a typed create, so ask
+    // the API server directly and read the Warning header.
+    let client = ns.client();
+    let body = serde_json::to_vec(&template).unwrap();
+    let request = http::Request::post(format!(
+        "/apis/vrouter.kojuro.date/v1/namespaces/{}/vroutertemplates",
+        ns.name()
+    ))
+    .header("content-type", "application/json")
+    .body(body)
+    .unwrap();
+    let response = client.send(request.map(kube::client::Body::from)).await.unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let warnings: Vec<String> = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("spec.commands") && w.contains("line 2")),
+        "{warnings:?}"
+    );
+}

@@ -40,11 +40,17 @@ fn template_findings(engine: &TemplateEngine, t: &VRouterTemplate) -> Findings {
         if source.is_empty() {
             continue;
         }
-        if let Err(error) = engine.check(name, kind, source) {
-            findings.denials.push(Violation {
+        // `review` parses as `check` does and also reports every `| safe`
+        // opt-out, which admission passes on as a warning to the author.
+        match engine.review(name, kind, source) {
+            Ok(warnings) => findings.warnings.extend(warnings.into_iter().map(|w| Violation {
+                field: field.to_owned(),
+                message: w.to_string(),
+            })),
+            Err(error) => findings.denials.push(Violation {
                 field: field.to_owned(),
                 message: error.to_string(),
-            });
+            }),
         }
     }
     findings
