@@ -95,7 +95,7 @@ pub async fn write_status<K, S>(
     object: &K,
     current: Option<&S>,
     status: &S,
-) -> Result<(), kube::Error>
+) -> Result<K, kube::Error>
 where
     K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -110,10 +110,11 @@ where
         None => new,
     };
     let patch = json!({"metadata": {"resourceVersion": object.resource_version()}, "status": body});
+    // The API server answers with the object as stored: callers continue
+    // from it instead of reading it again.
     namespaced_api(client, object)
         .patch_status(&object.name_any(), &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
-    Ok(())
+        .await
 }
 
 /// The JSON merge patch (RFC 7386) that turns `old` into `new`: keys `new`

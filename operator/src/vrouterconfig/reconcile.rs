@@ -131,8 +131,7 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
     tracing::info!(config = %config.name_any(), ?reason, generation, "dispatching apply");
     // Applied=False for the new generation goes out before the script runs.
     let before = decide::before_dispatch(&status, generation, clock);
-    objects::write_status(&ctx.client, config, Some(&status), &before).await?;
-    let fresh = refreshed(ctx, config).await?;
+    let fresh = objects::write_status(&ctx.client, config, Some(&status), &before).await?;
     let step = match provider
         .exec_script(&config.spec.config, &config.spec.commands, config.spec.save)
         .await
@@ -151,12 +150,6 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
         }
     };
     finish(ctx, &fresh, &before, step).await
-}
-
-/// The object as the API server has it now (after our own status write).
-async fn refreshed(ctx: &Context, config: &VRouterConfig) -> Result<VRouterConfig, Error> {
-    let api: Api<VRouterConfig> = Api::namespaced(ctx.client.clone(), &config.namespace().unwrap_or_default());
-    Ok(api.get(&config.name_any()).await?)
 }
 
 /// A problem that needs a person (a missing target, unreadable credentials):
