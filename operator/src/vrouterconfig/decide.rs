@@ -126,22 +126,27 @@ fn set_applied(status: &mut VRouterConfigStatus, ok: bool, why: &'static str, me
     );
 }
 
-fn apply_timeout_step(status: VRouterConfigStatus, clock: Clock, context: &str) -> Step {
-    let mut status = status;
-    status.exec_pid = 0;
+/// The generation failed for `why`: phase Failed, Applied=False with the
+/// message, a warning event, and no retry (a new spec or reboot retries).
+fn failed_step(mut status: VRouterConfigStatus, why: &'static str, message: String, now: Timestamp) -> Step {
     status.phase = Phase::Failed;
-    let message = format!("apply did not finish within {:?}{context}", clock.apply_timeout);
     status.message = message.clone();
-    set_applied(&mut status, false, reason::APPLY_TIMEOUT, message.clone(), clock.now);
+    set_applied(&mut status, false, why, message.clone(), now);
     Step {
         status,
         next: Next::Done,
         event: Some(Event {
             warning: true,
-            reason: reason::APPLY_TIMEOUT,
+            reason: why,
             note: message,
         }),
     }
+}
+
+fn apply_timeout_step(mut status: VRouterConfigStatus, clock: Clock, context: &str) -> Step {
+    status.exec_pid = 0;
+    let message = format!("apply did not finish within {:?}{context}", clock.apply_timeout);
+    failed_step(status, reason::APPLY_TIMEOUT, message, clock.now)
 }
 
 /// The VM is not running. Nothing can be applied; an apply in flight still
@@ -224,18 +229,7 @@ pub fn on_exec_polled(status: &VRouterConfigStatus, clock: Clock, poll: Poll) ->
             if failed {
                 let detail = failure.map(|f| format!(": {f}")).unwrap_or_default();
                 let message = format!("apply script exited with code {code}{detail}");
-                status.phase = Phase::Failed;
-                status.message = message.clone();
-                set_applied(&mut status, false, reason::APPLY_FAILED, message.clone(), clock.now);
-                Step {
-                    status,
-                    next: Next::Done,
-                    event: Some(Event {
-                        warning: true,
-                        reason: reason::APPLY_FAILED,
-                        note: message,
-                    }),
-                }
+                failed_step(status, reason::APPLY_FAILED, message, clock.now)
             } else {
                 status.phase = Phase::Applied;
                 status.message = String::new();
@@ -344,18 +338,7 @@ pub fn on_dispatch_failed(
         status.last_reboot_handled_time = Some(reboot.clone());
     }
     let message = format!("apply could not be started: {error}");
-    status.phase = Phase::Failed;
-    status.message = message.clone();
-    set_applied(&mut status, false, reason::APPLY_FAILED, message.clone(), clock.now);
-    Step {
-        status,
-        next: Next::Done,
-        event: Some(Event {
-            warning: true,
-            reason: reason::APPLY_FAILED,
-            note: message,
-        }),
-    }
+    failed_step(status, reason::APPLY_FAILED, message, clock.now)
 }
 
 #[cfg(test)]
