@@ -43,6 +43,8 @@ pub struct Settings {
     pub target_poll: Duration,
     /// The router's startup configuration, read back for drift detection.
     pub config_boot_path: String,
+    /// Prints the router's running config, for drift detection's `running`.
+    pub running_config_command: Vec<String>,
     /// Where the ProxmoxCluster sync reads the guest's uptime; tests point it
     /// into a sandbox, since every test guest shares this machine's /proc.
     pub guest_uptime_path: String,
@@ -54,6 +56,7 @@ impl Default for Settings {
             apply_timeout: Duration::from_secs(300),
             target_poll: Duration::from_secs(60),
             config_boot_path: vrouter_api::constants::CONFIG_BOOT_PATH.to_owned(),
+            running_config_command: vrouter_api::constants::SHOW_RUNNING_CONFIG.map(str::to_owned).to_vec(),
             guest_uptime_path: "/proc/uptime".to_owned(),
         }
     }

@@ -2,6 +2,10 @@
 //! changed config.boot in the guest (what `commit; save` by a person does)
 //! is detected and repaired by exactly one re-apply, and a paused config
 //! shows the drift without repairing it until the pause is lifted.
+//!
+//! The guest behaves like VyOS here: the apply's `save` writes the running
+//! config to config.boot, and `cli-shell-api showConfig` prints the running
+//! config (see vrouter-testsupport's GuestSandbox).
 
 mod common;
 
@@ -31,6 +35,27 @@ fn write_config_boot(site: &common::Site, content: &str) {
     std::fs::write(&site.ctx.settings.config_boot_path, content).unwrap();
 }
 
+fn config_boot(site: &common::Site) -> Vec<u8> {
+    std::fs::read(&site.ctx.settings.config_boot_path).unwrap()
+}
+
+/// What a person's `commit` without `save` does: the running config changes,
+/// config.boot does not.
+fn commit_without_save(site: &common::Site, line: &str) {
+    let sandbox = &site.routers["r1"].sandbox;
+    let mut running = sandbox.running_config();
+    running.extend_from_slice(line.as_bytes());
+    std::fs::write(sandbox.dir().join("running.config"), running).unwrap();
+}
+
+async fn config_map(site: &common::Site) -> Option<k8s_openapi::api::core::v1::ConfigMap> {
+    site.ns
+        .api::<k8s_openapi::api::core::v1::ConfigMap>()
+        .get_opt("vrs-c-config")
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
     let settings = Settings {
@@ -38,7 +63,7 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
         ..Settings::default()
     };
     let site = site("drift", &["r1"], settings).await;
-    write_config_boot(&site, "system { host-name r1 }\n");
+    write_config_boot(&site, "system { host-name before-the-operator }\n");
     let ns = &site.ns;
     create::<VRouterConfig>(ns, json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}})).await;
     let configs = ns.api::<VRouterConfig>();
@@ -71,19 +96,46 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
     .await;
     assert!(!baseline.drift_detected);
     assert!(baseline.baseline_hash.starts_with("sha256:"));
-    // The ConfigMap holds the startup config and is owned by the status.
-    let cm = ns
-        .api::<k8s_openapi::api::core::v1::ConfigMap>()
-        .get("vrs-c-config")
-        .await
-        .unwrap();
-    assert_eq!(cm.data.unwrap()["startup"], "system { host-name r1 }\n");
+    // The apply's save wrote the running config to config.boot; the
+    // ConfigMap holds both, and the status their hashes.
+    let running = site.routers["r1"].sandbox.running_config();
+    assert_eq!(running, b"set system host-name r1\n");
+    assert_eq!(config_boot(&site), running, "save writes the running config");
+    let cm = config_map(&site).await.unwrap();
+    let data = cm.data.clone().unwrap();
+    assert_eq!(data["startup"].as_bytes(), running);
+    assert_eq!(data["running"].as_bytes(), running);
+    let hash = format!("sha256:{}", hex_sha256(&running));
+    assert_eq!(baseline.baseline_hash, hash);
+    assert_eq!(baseline.running_config_hash, hash);
     let cm_owner = &cm.metadata.owner_references.unwrap()[0];
     assert_eq!(
         (cm_owner.kind.as_str(), cm_owner.uid.as_str()),
         ("VRouterStatus", vrs.metadata.uid.as_deref().unwrap())
     );
     assert_eq!(applies(&site), 1);
+
+    // Someone commits by hand without saving: the running config shows it,
+    // but only the startup config counts as drift.
+    commit_without_save(&site, "set system host-name unsaved\n");
+    let unsaved = wait_for("the running config read", Duration::from_secs(30), || async {
+        status(&site)
+            .await
+            .filter(|s| s.running_config_hash != baseline.running_config_hash)
+    })
+    .await;
+    assert!(!unsaved.drift_detected, "{unsaved:?}");
+    assert_eq!(unsaved.startup_config_hash, baseline.baseline_hash);
+    wait_for(
+        "the running config in the ConfigMap",
+        Duration::from_secs(30),
+        || async {
+            let data = config_map(&site).await?.data?;
+            data["running"].contains("host-name unsaved").then_some(())
+        },
+    )
+    .await;
+    assert_eq!(applies(&site), 1, "a commit without save is not drift");
 
     // Someone changes the router by hand and saves.
     write_config_boot(&site, "system { host-name hacked }\n");
@@ -97,15 +149,22 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
             .filter(|(p, _, _)| *p == Phase::Applied)
     })
     .await;
-    // The baseline moves to what the router holds after the re-apply and
-    // the loop stops: several more syncs, no more applies.
+    // The baseline is taken again after the re-apply, from what the router
+    // holds then, and the loop stops: several more syncs, no more applies.
     let rebased = wait_for("the new baseline", Duration::from_secs(30), || async {
         status(&site)
             .await
-            .filter(|s| s.baseline_hash != baseline.baseline_hash && !s.drift_detected)
+            .filter(|s| s.last_baseline_time > baseline.last_baseline_time && !s.drift_detected)
     })
     .await;
     assert_eq!(rebased.startup_config_hash, rebased.baseline_hash);
+    // The re-apply loaded the default config (a commands-only config starts
+    // from it), so the hand-made commit is gone from the running config and
+    // its save replaced the hand-made config.boot.
+    let repaired = config_boot(&site);
+    assert_eq!(repaired, site.routers["r1"].sandbox.running_config());
+    assert_eq!(repaired, b"set system host-name r1\n");
+    assert_eq!(rebased.baseline_hash, format!("sha256:{}", hex_sha256(&repaired)));
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(applies(&site), 2, "exactly one re-apply per drift");
 
@@ -138,4 +197,59 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
         (applies(&site) == 3).then_some(())
     })
     .await;
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[tokio::test]
+async fn configs_too_large_for_a_config_map_are_reported_not_truncated() {
+    let settings = Settings {
+        config_boot_path: String::new(), // the router's sandbox, see common
+        ..Settings::default()
+    };
+    let site = site("drift-large", &["r1"], settings).await;
+    let ns = &site.ns;
+    create::<VRouterConfig>(ns, json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}})).await;
+    let statuses = ns.api::<VRouterStatus>();
+    wait_for("the VRouterStatus", Duration::from_secs(60), || async {
+        statuses.get_opt("c").await.ok()?
+    })
+    .await;
+    statuses
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"syncInterval": "1s"}})),
+        )
+        .await
+        .unwrap();
+    wait_for("the ConfigMap", Duration::from_secs(30), || config_map(&site)).await;
+
+    // A running config of 1.2 MiB (committed, not saved: no drift, no re-apply).
+    let line = "set firewall group address-group big address 192.0.2.1\n";
+    let big = line.repeat(1_200_000 / line.len());
+    commit_without_save(&site, &big);
+    let running = site.routers["r1"].sandbox.running_config();
+    assert!(running.len() > 1024 * 1024);
+    let reported = wait_for("the size report", Duration::from_secs(30), || async {
+        status(&site).await.filter(|s| s.message.contains("more than"))
+    })
+    .await;
+    assert!(
+        reported.message.contains(&format!("running {}", running.len())),
+        "{}",
+        reported.message
+    );
+    assert_eq!(reported.config_map_ref, "", "no ConfigMap is referenced");
+    assert_eq!(
+        reported.running_config_hash,
+        format!("sha256:{}", hex_sha256(&running)),
+        "the hash still covers the whole config"
+    );
+    assert!(!reported.drift_detected);
+    // The older, smaller copy is gone rather than left to mislead.
+    assert!(config_map(&site).await.is_none());
 }

@@ -98,6 +98,34 @@ pub(crate) async fn run_to_exit(
     }
 }
 
+/// Runs a read-only command to completion and returns its stdout; a non-zero
+/// exit (or a signal) is [`ProviderError::GuestCommand`].
+pub(crate) async fn read_command_output(
+    agent: &dyn GuestAgent,
+    argv: &[String],
+    timing: GuestTiming,
+) -> Result<Vec<u8>, ProviderError> {
+    let outcome = run_to_exit(agent, argv, timing).await?;
+    if outcome.stdout_truncated {
+        // A partial config would hash as a drift that is not there.
+        return Err(ProviderError::protocol(
+            "guest agent",
+            format!(
+                "it truncated the output of `{}`; refusing a partial read",
+                argv.join(" ")
+            ),
+        ));
+    }
+    if outcome.exit_code != 0 || outcome.error.is_some() {
+        return Err(ProviderError::GuestCommand {
+            command: argv.join(" "),
+            exit_code: outcome.exit_code,
+            stderr: outcome.error.unwrap_or_else(|| outcome.stderr.trim().to_string()),
+        });
+    }
+    Ok(outcome.stdout.into_bytes())
+}
+
 /// The SubState in the output of `systemctl show -p SubState [--value] UNIT`,
 /// which prints either `SubState=exited` or just `exited`.
 pub fn parse_substate(stdout: &str) -> String {

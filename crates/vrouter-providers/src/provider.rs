@@ -48,6 +48,9 @@ pub struct ExecOutcome {
     /// Set when the remote side could not run the script at all (the
     /// vrouter-daemon agent's own error) or was killed by a signal.
     pub error: Option<String>,
+    /// The guest agent kept only the start of stdout (a marker line is
+    /// appended to `stdout` too, for people reading a failed apply).
+    pub stdout_truncated: bool,
 }
 
 impl ExecOutcome {
@@ -95,4 +98,11 @@ pub trait Provider: Send + Sync + fmt::Debug {
 
     /// The bytes of a file in the guest, e.g. `/config/config.boot`.
     async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError>;
+
+    /// Runs a command that only reads (`argv[0]` is the program) and returns
+    /// its standard output once it exits 0, e.g. VyOS's
+    /// `cli-shell-api showConfig --show-active-only` for the running config,
+    /// which has no single file. A non-zero exit is an error carrying its
+    /// stderr.
+    async fn read_command_output(&self, argv: &[String]) -> Result<Vec<u8>, ProviderError>;
 }

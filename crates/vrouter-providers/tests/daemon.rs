@@ -49,6 +49,12 @@ async fn connected_agent_is_running_and_ready() {
     up.check_ready().await.unwrap();
     let err = up.read_file("/config/config.boot").await.unwrap_err();
     assert!(matches!(err, ProviderError::NotSupported { .. }), "{err}");
+    let err = up
+        .read_command_output(&["/bin/cli-shell-api".into(), "showConfig".into()])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotSupported { .. }), "{err}");
+    assert!(err.to_string().contains("cli-shell-api showConfig"), "{err}");
 }
 
 #[tokio::test]

@@ -124,6 +124,20 @@ async fn failure_marker_fails_the_apply_and_files_read_back_exactly() {
     content.extend_from_slice(b"\x00\xff binary\n");
     let path = g.sandbox.put_file("config.boot", &content);
     assert_eq!(p.read_file(&path).await.unwrap(), content);
+
+    // The running config comes from a command, through the same carrier.
+    let saved = wait(&p, p.exec_script(CONFIG, "", true).await.unwrap()).await;
+    assert_eq!(saved.failure(), None, "{saved:?}");
+    let running = p.read_command_output(&g.sandbox.show_config_command()).await.unwrap();
+    assert_eq!(running, CONFIG.as_bytes());
+    let err = p
+        .read_command_output(&["/bin/sh".into(), "-c".into(), "echo no >&2; exit 3".into()])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::GuestCommand { exit_code: 3, stderr, .. } if stderr == "no"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -104,6 +104,38 @@ async fn full_apply_path_runs_the_script_in_the_agent() {
 }
 
 #[tokio::test]
+async fn read_command_output_returns_stdout_and_names_a_failed_command() {
+    let g = guest("vyos").await;
+    let p = g.provider();
+    let outcome = wait(
+        &p,
+        p.exec_script(CONFIG, "set system host-name r1", true).await.unwrap(),
+    )
+    .await;
+    assert_eq!(outcome.failure(), None, "{outcome:?}");
+    let show = g.sandbox.show_config_command();
+    let running = p.read_command_output(&show).await.unwrap();
+    assert_eq!(running, format!("{CONFIG}set system host-name r1\n").as_bytes());
+    assert_eq!(running, g.sandbox.running_config());
+
+    let mut wrong = show.clone();
+    wrong[2] = "--bogus".into();
+    let err = p.read_command_output(&wrong).await.unwrap_err();
+    match &err {
+        ProviderError::GuestCommand {
+            command,
+            exit_code,
+            stderr,
+        } => {
+            assert!(command.ends_with("showConfig --bogus"), "{command}");
+            assert_eq!(*exit_code, 2);
+            assert!(stderr.contains("unexpected cli-shell-api call"), "{stderr}");
+        }
+        other => panic!("expected GuestCommand, got {other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn save_false_and_empty_config_load_the_default() {
     let g = guest("vyos").await;
     let p = g.provider();

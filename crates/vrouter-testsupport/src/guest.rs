@@ -8,9 +8,16 @@
 //!   functions loaded through `BASH_ENV`; they log every call and what
 //!   `load /dev/stdin` read, byte for byte.
 //!
-//! One addition to those stubs: a `set` whose arguments contain `INVALID`
-//! fails the way VyOS does — it prints `Set failed` and returns 1, and the
-//! script goes on to `commit`, which exits 0.
+//! Additions to those stubs, so the guest behaves like a router end to end:
+//! - a `set` whose arguments contain `INVALID` fails the way VyOS does — it
+//!   prints `Set failed` and returns 1, and the script goes on to `commit`,
+//!   which exits 0;
+//! - the guest keeps a running config: `load` replaces it with what it read
+//!   (a file this machine lacks, like config.boot.default, reads as empty),
+//!   `set` and `delete` append their line, and `save` copies it to
+//!   `config.boot` in the sandbox, as VyOS's `save` writes
+//!   `/config/config.boot`;
+//! - `cli-shell-api showConfig --show-active-only` prints that running config.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -19,13 +26,40 @@ use std::path::{Path, PathBuf};
 use vrouter_providers::GuestPaths;
 use vrouter_render::testing::{StubEvent, parse_stub_log};
 
-/// Appended to vrouter-render's stubs; logs the call in their record format.
-const FAILING_SET: &str = r#"
+/// Appended to vrouter-render's stubs; logs each call in their record format
+/// and keeps the running config in `$VROUTER_RUNNING`.
+const ROUTER_STATE: &str = r#"
 set() {
     printf '%s\0' CALL set "$#" "$@" >>"$VROUTER_STUB_LOG"
     case "$*" in *INVALID*) echo "Set failed"; return 1 ;; esac
+    printf 'set %s\n' "$*" >>"$VROUTER_RUNNING"
+}
+delete() {
+    printf '%s\0' CALL delete "$#" "$@" >>"$VROUTER_STUB_LOG"
+    printf 'delete %s\n' "$*" >>"$VROUTER_RUNNING"
+}
+load() {
+    printf '%s\0' CALL load "$#" "$@" >>"$VROUTER_STUB_LOG"
+    if [ "$#" -eq 1 ] && [ "$1" = /dev/stdin ]; then
+        local __vr_data=''
+        IFS= read -r -d '' __vr_data
+        printf '%s\0' LOAD "$__vr_data" >>"$VROUTER_STUB_LOG"
+        printf '%s' "$__vr_data" >"$VROUTER_RUNNING"
+    else
+        cat "$1" >"$VROUTER_RUNNING" 2>/dev/null || : >"$VROUTER_RUNNING"
+    fi
+    return 0
+}
+save() {
+    printf '%s\0' CALL save "$#" "$@" >>"$VROUTER_STUB_LOG"
+    cp "$VROUTER_RUNNING" "$VROUTER_CONFIG_BOOT"
 }
 "#;
+
+/// The guest's running config (what `cli-shell-api` shows) and its saved
+/// startup config, as files in the sandbox.
+const RUNNING: &str = "running.config";
+const CONFIG_BOOT: &str = "config.boot";
 
 fn write_executable(path: &Path, content: &str) {
     fs::write(path, content).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
@@ -50,10 +84,20 @@ impl GuestSandbox {
         sandbox.set_substate("exited");
         fs::write(
             sandbox.dir.join("vyatta-stubs.bash"),
-            format!("{}\n{FAILING_SET}", vrouter_render::testing::VYATTA_STUBS),
+            format!("{}\n{ROUTER_STATE}", vrouter_render::testing::VYATTA_STUBS),
         )
         .expect("write the stubs");
         fs::write(sandbox.dir.join("stub.log"), b"").expect("create the stub log");
+        fs::write(sandbox.dir.join(RUNNING), b"").expect("create the running config");
+        write_executable(
+            &sandbox.dir.join("cli-shell-api"),
+            &format!(
+                "#!/bin/bash\nif [ \"$*\" != 'showConfig --show-active-only' ]; then\n\
+                 echo \"unexpected cli-shell-api call: $*\" >&2; exit 2; fi\n\
+                 cat '{d}/{RUNNING}'\n",
+                d = sandbox.dir.display()
+            ),
+        );
         write_executable(
             &sandbox.dir.join("systemctl"),
             &format!(
@@ -67,7 +111,9 @@ impl GuestSandbox {
         write_executable(
             &sandbox.dir.join("vbash"),
             &format!(
-                "#!/bin/bash\nexport VROUTER_STUB_LOG='{d}/stub.log'\nexport BASH_ENV='{d}/vyatta-stubs.bash'\nexec /bin/bash \"$@\"\n",
+                "#!/bin/bash\nexport VROUTER_STUB_LOG='{d}/stub.log'\nexport VROUTER_RUNNING='{d}/{RUNNING}'\n\
+                 export VROUTER_CONFIG_BOOT='{d}/{CONFIG_BOOT}'\nexport BASH_ENV='{d}/vyatta-stubs.bash'\n\
+                 exec /bin/bash \"$@\"\n",
                 d = sandbox.dir.display()
             ),
         );
@@ -138,6 +184,25 @@ impl GuestSandbox {
     /// The apply script as written into the guest.
     pub fn script(&self) -> Option<Vec<u8>> {
         fs::read(self.dir.join("vrouter-apply.sh")).ok()
+    }
+
+    /// Where `save` writes the running config: the guest's config.boot.
+    pub fn config_boot_path(&self) -> String {
+        self.path(CONFIG_BOOT)
+    }
+
+    /// The command line that prints the running config in this guest.
+    pub fn show_config_command(&self) -> Vec<String> {
+        vec![
+            self.path("cli-shell-api"),
+            "showConfig".into(),
+            "--show-active-only".into(),
+        ]
+    }
+
+    /// The guest's running config, as the stubs keep it.
+    pub fn running_config(&self) -> Vec<u8> {
+        fs::read(self.dir.join(RUNNING)).unwrap_or_default()
     }
 
     /// Puts a file into the guest (e.g. a `config.boot`); returns its path.

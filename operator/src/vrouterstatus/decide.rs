@@ -111,9 +111,46 @@ pub fn on_read_failed(status: &VRouterStatusStatus, error: &str, now: Timestamp)
     status
 }
 
+/// Why the configs cannot be stored in one ConfigMap, when they cannot: an
+/// object is at most about 1.5 MiB in etcd, and a silently truncated config
+/// would mislead whoever compares it. The hashes are still kept.
+pub fn too_large_to_store(startup: usize, running: usize, limit: usize) -> Option<String> {
+    let total = startup.saturating_add(running);
+    (total > limit).then(|| {
+        format!(
+            "the configs are {total} bytes (startup {startup}, running {running}), more than the {limit} bytes one ConfigMap holds here; hashes are kept, the content is not stored"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn configs_larger_than_a_config_map_are_refused_by_name_and_size() {
+        let limit = 1024 * 1024;
+        let cases = [
+            (0, 0, false),
+            (limit, 0, false),
+            (limit / 2, limit / 2, false),
+            (limit + 1, 0, true),
+            (limit, 1, true),
+            (0, limit + 1, true),
+            (usize::MAX, usize::MAX, true),
+        ];
+        for (startup, running, refused) in cases {
+            let got = too_large_to_store(startup, running, limit);
+            assert_eq!(got.is_some(), refused, "{startup} + {running}");
+            if let Some(message) = got {
+                assert!(
+                    message.contains(&format!("startup {startup}")) && message.contains(&format!("running {running}")),
+                    "{message}"
+                );
+                assert!(message.contains(&limit.to_string()), "{message}");
+            }
+        }
+    }
 
     fn at(secs: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + secs).unwrap()

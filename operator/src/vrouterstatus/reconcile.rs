@@ -80,13 +80,14 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
             return Err("the VM is not running".to_owned());
         }
         provider.check_ready().await.map_err(|e| e.to_string())?;
-        provider
+        let startup = provider
             .read_file(&ctx.settings.config_boot_path)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        Ok((startup, provider))
     };
-    let startup = match read.await {
-        Ok(bytes) => bytes,
+    let (startup, provider) = match read.await {
+        Ok(read) => read,
         Err(why) => {
             // No error return: a router that cannot be read is reported in
             // Synced=False and looked at again after syncInterval, without
@@ -96,13 +97,23 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
             return Ok(());
         }
     };
+    // The running config is for people to compare with the startup one;
+    // drift is decided on the startup config alone, so a router that cannot
+    // show it (vrouter-daemon, an old image) is still checked.
+    let running = match provider.read_command_output(&ctx.settings.running_config_command).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            tracing::warn!(status = %vrs.name_any(), %namespace, %error, "could not read the running config; storing it empty");
+            Vec::new()
+        }
+    };
     let reading = Reading {
         startup_hash: decide::config_hash(&startup),
-        // The running (committed but unsaved) config has no single file on
-        // VyOS; reading it needs `cli-shell-api showConfig`, which the
-        // providers cannot run for a read yet. Stored empty, as the
-        // proposal allows for a failed running read.
-        running_hash: String::new(),
+        running_hash: if running.is_empty() {
+            String::new()
+        } else {
+            decide::config_hash(&running)
+        },
     };
     let mut sync = decide::on_read(
         &current,
@@ -114,7 +125,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
         &reading,
         now,
     );
-    sync.status.config_map_ref = store_configs(ctx, vrs, &startup, &mut sync.status.message).await?;
+    sync.status.config_map_ref = store_configs(ctx, vrs, &startup, &running, &mut sync.status.message).await?;
     objects::patch_status(&ctx.client, vrs, Some(&current), &sync.status).await?;
     if sync.drift_started {
         ctx.event(
@@ -131,25 +142,30 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
     Ok(())
 }
 
-/// Stores the startup config in the ConfigMap; refuses (and says so in the
-/// message) rather than truncate a config too large for an object.
+/// Stores both configs in the ConfigMap; refuses (and says so in the
+/// message) rather than truncate configs too large for an object.
 async fn store_configs(
     ctx: &Context,
     vrs: &VRouterStatus,
     startup: &[u8],
+    running: &[u8],
     message: &mut String,
 ) -> Result<String, Error> {
     let name = config_map_name(&vrs.name_any());
-    if startup.len() > MAX_STORED_BYTES {
-        *message = format!(
-            "the startup config is {} bytes, more than the {MAX_STORED_BYTES} bytes a ConfigMap can hold here; hashes are kept, content is not stored",
-            startup.len()
-        );
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &vrs.namespace().unwrap_or_default());
+    if let Some(refusal) = decide::too_large_to_store(startup.len(), running.len(), MAX_STORED_BYTES) {
+        // An older, smaller copy would be taken for the current one.
+        match api.delete(&name, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+        *message = refusal;
         return Ok(String::new());
     }
     let data = BTreeMap::from([
         ("startup".to_owned(), String::from_utf8_lossy(startup).into_owned()),
-        ("running".to_owned(), String::new()),
+        ("running".to_owned(), String::from_utf8_lossy(running).into_owned()),
     ]);
     let config_map = ConfigMap {
         metadata: ObjectMeta {
@@ -167,7 +183,6 @@ async fn store_configs(
         data: Some(data),
         ..Default::default()
     };
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &vrs.namespace().unwrap_or_default());
     let existing = api.get_opt(&name).await?;
     let unchanged = existing.as_ref().is_some_and(|cm| {
         cm.data == config_map.data && cm.metadata.owner_references == config_map.metadata.owner_references

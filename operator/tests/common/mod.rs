@@ -3,6 +3,7 @@
 //! the operator's controllers running for it.
 #![allow(dead_code)]
 
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -141,12 +142,15 @@ async fn build_site(
         .await;
         routers.insert(name.to_string(), Router { agent, sandbox });
     }
-    // Drift tests read config.boot from the (single) router's sandbox.
+    // Drift tests read config.boot and the running config from the (single)
+    // router's sandbox.
     let mut settings = settings;
     if settings.config_boot_path.is_empty()
         && let Some(first) = targets.first()
     {
-        settings.config_boot_path = routers[*first].sandbox.put_file("config.boot", b"");
+        let sandbox = &routers[*first].sandbox;
+        settings.config_boot_path = sandbox.put_file("config.boot", b"");
+        settings.running_config_command = sandbox.show_config_command();
     }
     let providers: Arc<dyn Providers> = Arc::new(SandboxedProviders {
         client: operator_client.clone(),

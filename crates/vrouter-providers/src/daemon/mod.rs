@@ -131,6 +131,7 @@ fn outcome_of(resp: proto::ApplyConfigResponse) -> ExecOutcome {
         stdout: resp.stdout,
         stderr: resp.stderr,
         error,
+        stdout_truncated: false,
     }
 }
 
@@ -203,6 +204,16 @@ impl Provider for DaemonProvider {
         Err(ProviderError::NotSupported {
             provider: "vrouter-daemon",
             what: format!("reading guest files ({path}): the ControlService has no file API"),
+        })
+    }
+
+    async fn read_command_output(&self, argv: &[String]) -> Result<Vec<u8>, ProviderError> {
+        Err(ProviderError::NotSupported {
+            provider: "vrouter-daemon",
+            what: format!(
+                "running `{}`: the ControlService only applies configurations",
+                argv.join(" ")
+            ),
         })
     }
 }

@@ -214,6 +214,7 @@ fn outcome_of(output: vrouter_qga::ExecOutput) -> ExecOutcome {
         stdout,
         stderr,
         error,
+        stdout_truncated: output.stdout_truncated,
     }
 }
 
@@ -297,5 +298,9 @@ impl Provider for KubeVirtProvider {
 
     async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
         GuestAgent::read_file(self, path).await
+    }
+
+    async fn read_command_output(&self, argv: &[String]) -> Result<Vec<u8>, ProviderError> {
+        guest::read_command_output(self, argv, self.timing).await
     }
 }

@@ -442,6 +442,7 @@ impl GuestAgent for ProxmoxProvider {
             stdout,
             stderr,
             error,
+            stdout_truncated: api::truthy(&data.out_truncated),
         }))
     }
 
@@ -534,5 +535,9 @@ impl Provider for ProxmoxProvider {
 
     async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
         GuestAgent::read_file(self, path).await
+    }
+
+    async fn read_command_output(&self, argv: &[String]) -> Result<Vec<u8>, ProviderError> {
+        guest::read_command_output(self, argv, self.timing).await
     }
 }
