@@ -3,7 +3,6 @@
 //! the operator's controllers running for it.
 #![allow(dead_code)]
 
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
