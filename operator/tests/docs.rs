@@ -90,11 +90,19 @@ fn fenced_blocks(markdown: &str) -> Result<Vec<Block>, String> {
 
 /// The commands of a `sh` block, each with its line: comments and blank
 /// lines skipped, `\` continuations joined, a trailing `# comment` dropped.
+/// In a `console` block only lines after a `$ ` prompt are commands (and
+/// their continuations); the rest is output.
 fn commands(block: &Block) -> Vec<(usize, String)> {
+    let console = block.info == "console";
     let mut out = Vec::new();
     let mut pending: Option<(usize, String)> = None;
     for (i, raw) in block.text.lines().enumerate() {
         let line_no = block.line + 1 + i;
+        let raw = match (console, pending.is_some(), raw.trim_start().strip_prefix("$ ")) {
+            (false, _, _) | (true, true, None) => raw,
+            (true, _, Some(command)) => command,
+            (true, false, None) => continue,
+        };
         let line = strip_comment(raw).trim().to_owned();
         let (start, mut text) = pending.take().unwrap_or((line_no, String::new()));
         if line.is_empty() && text.is_empty() {
@@ -809,7 +817,7 @@ fn check_markdown(
                     Err(e) => failures.push(format!("{at}: {e}")),
                 }
             }
-            "sh" => {
+            "sh" | "bash" | "console" => {
                 counts.command_blocks += 1;
                 for (line, command) in commands(block) {
                     counts.commands += 1;
@@ -820,8 +828,8 @@ fn check_markdown(
             }
             "text" => counts.text_blocks += 1,
             other => failures.push(format!(
-                "{at}: a ```{other} block is not checked: use ```yaml for manifests, ```sh for commands, \
-                 ```text for diagrams and output"
+                "{at}: a ```{other} block is not checked: use ```yaml for manifests, ```sh (or ```console, \
+                 with `$ ` prompts) for commands, ```text for diagrams and output"
             )),
         }
     }
@@ -1055,6 +1063,18 @@ fn sh_blocks_split_into_commands_with_their_lines() {
             (12, "kubectl get vrc".to_owned()),
             (14, "helm upgrade r chart  --set a=b".to_owned()),
             (16, "echo '# not a comment'".to_owned()),
+        ]
+    );
+    let console = Block {
+        info: "console".into(),
+        line: 1,
+        text: "$ kubectl get vrc \\\n    -n network\nNAME   PHASE\nx      Applied\n$ helm install r c\n".into(),
+    };
+    assert_eq!(
+        commands(&console),
+        vec![
+            (2, "kubectl get vrc  -n network".to_owned()),
+            (6, "helm install r c".to_owned())
         ]
     );
     assert_eq!(
