@@ -1,0 +1,275 @@
+//! The demo as a new user runs it: in a terminal. `script` (util-linux)
+//! gives the demo a pseudo-terminal, so its output goes through a tty and
+//! Ctrl-C is a real `^C` byte turned into SIGINT by the terminal.
+//!
+//! Each run is followed to its last line, its exit code checked, and then
+//! the machine is searched for anything it left behind: a process carrying
+//! the run's marker in its environment (every process the demo starts
+//! inherits it) or a temporary directory it named.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+const DEMO: &str = env!("CARGO_BIN_EXE_vrouter-demo");
+const MARKER_VAR: &str = "VROUTER_DEMO_TEST_RUN";
+/// Guards against a hung demo only; the demo's own steps time out sooner.
+const HANG_GUARD: Duration = Duration::from_secs(300);
+
+/// One demo at a time: each starts its own kube-apiserver.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn script_binary() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("script"))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!("`script` (util-linux) is needed to give the demo a terminal; install it with `apt-get install -y bsdutils`")
+        })
+}
+
+/// A demo running under `script`, its terminal output line by line.
+struct Terminal {
+    child: Child,
+    keyboard: ChildStdin,
+    lines: Receiver<String>,
+    transcript: Vec<String>,
+    marker: String,
+}
+
+impl Terminal {
+    fn start(args: &[&str]) -> Terminal {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let marker = format!("{}-{}", std::process::id(), since_epoch.as_nanos());
+        let mut command_line = String::from(DEMO);
+        for arg in args {
+            command_line.push(' ');
+            command_line.push_str(arg);
+        }
+        // -q: no banner; -e: exit with the demo's code; -c: run it in the tty;
+        // /dev/null: no typescript file.
+        let mut child = Command::new(script_binary())
+            .args(["-q", "-e", "-c", &command_line, "/dev/null"])
+            .env(MARKER_VAR, &marker)
+            .env("TERM", "dumb")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting the demo under script");
+        let keyboard = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let line = line.trim_end_matches('\r').to_owned();
+                println!("demo> {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Terminal {
+            child,
+            keyboard,
+            lines,
+            transcript: Vec::new(),
+            marker,
+        }
+    }
+
+    /// Reads lines until one satisfies `done`; fails with the transcript if
+    /// the output ends first.
+    fn read_until(&mut self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + HANG_GUARD;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.transcript.push(line.clone());
+                    if done(&line) {
+                        return line;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let _ = self.child.kill();
+                    panic!(
+                        "the demo hung before {what}; output so far:\n{}",
+                        self.transcript.join("\n")
+                    );
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("the demo ended before {what}; output:\n{}", self.transcript.join("\n"))
+                }
+            }
+        }
+    }
+
+    fn read_to_end(&mut self) {
+        while let Ok(line) = self.lines.recv_timeout(HANG_GUARD) {
+            self.transcript.push(line);
+        }
+    }
+
+    fn wait(&mut self) -> i32 {
+        self.read_to_end();
+        let status = self.child.wait().expect("waiting for script");
+        status.code().unwrap_or(-1)
+    }
+
+    fn output(&self) -> String {
+        self.transcript.join("\n")
+    }
+}
+
+/// Processes whose environment carries `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let needle = format!("{MARKER_VAR}={marker}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|b| *b == 0).any(|var| var == needle.as_bytes()) {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push(format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            ));
+        }
+    }
+    found
+}
+
+/// Fails when a process of the run is still there once it has exited (a
+/// moment is allowed for exiting helpers to be reaped).
+fn assert_nothing_left_running(marker: &str) {
+    let mut left = processes_with(marker);
+    for _ in 0..50 {
+        if left.is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        left = processes_with(marker);
+    }
+    panic!("the demo left processes running: {left:#?}");
+}
+
+/// Temporary paths the demo printed (`/tmp/...` words in its output).
+fn printed_temp_paths(output: &str) -> Vec<PathBuf> {
+    let tmp = std::env::temp_dir();
+    let tmp = tmp.to_string_lossy();
+    output
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ')' || c == '(' || c == ';')
+        .filter(|word| word.starts_with(&*tmp) && word.len() > tmp.len() + 1)
+        .map(PathBuf::from)
+        .collect()
+}
+
+fn assert_removed(paths: &[PathBuf]) {
+    assert!(!paths.is_empty(), "the demo printed no temporary paths to check");
+    let left: Vec<&PathBuf> = paths.iter().filter(|p| p.exists()).collect();
+    assert!(left.is_empty(), "the demo left temporary files behind: {left:?}");
+}
+
+/// The progress reached the end: every config counted to N/N, the drift
+/// repaired, the summary printed, and nothing but plain text on the way.
+fn assert_complete_progress(output: &str) {
+    assert!(!output.contains('\u{1b}'), "escape sequences in the output:\n{output}");
+    let total: usize = output
+        .lines()
+        .find_map(|l| l.strip_prefix("[wait] "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `[wait] N VRouterConfigs` line:\n{output}"));
+    assert!(total >= 4, "the examples have at least four routers, got {total}");
+    for k in 1..=total {
+        let prefix = format!("[{k}/{total}] applied ");
+        assert!(
+            output.lines().any(|l| l.starts_with(&prefix)),
+            "no `{prefix}` line:\n{output}"
+        );
+    }
+    // Every router the demo simulates is reached on loopback only.
+    let routers: Vec<&str> = output.lines().filter(|l| l.starts_with("[router] ")).collect();
+    assert_eq!(routers.len(), total, "{output}");
+    assert!(routers.iter().all(|l| l.contains("127.0.0.1")), "{routers:#?}");
+    assert!(
+        output.lines().any(|l| l.starts_with("[drift] detected after ")),
+        "{output}"
+    );
+    assert!(
+        output.lines().any(|l| l.starts_with("[drift] repaired after ")),
+        "{output}"
+    );
+    let summary = format!("[done] demo complete: {total}/{total} VRouterConfigs Applied, drift repaired, in ");
+    assert!(
+        output.lines().any(|l| l.starts_with(&summary)),
+        "no summary line:\n{output}"
+    );
+}
+
+#[test]
+fn the_demo_runs_to_the_end_in_a_terminal() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut demo = Terminal::start(&[]);
+    demo.read_until("the summary line", |l| l.starts_with("[done] "));
+    let code = demo.wait();
+    let output = demo.output();
+    assert_eq!(code, 0, "exit code; output:\n{output}");
+    assert_complete_progress(&output);
+    assert_nothing_left_running(&demo.marker);
+    assert_removed(&printed_temp_paths(&output));
+}
+
+#[test]
+fn keep_leaves_a_usable_kubeconfig_and_ctrl_c_cleans_everything_up() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut demo = Terminal::start(&["--keep"]);
+    let export = demo.read_until("the kubeconfig", |l| l.trim_start().starts_with("export KUBECONFIG="));
+    let kubeconfig = PathBuf::from(export.trim_start().trim_start_matches("export KUBECONFIG="));
+    demo.read_until("the Ctrl-C hint", |l| l.contains("press Ctrl-C"));
+    // The demo is still up: its processes and its kubeconfig are there.
+    assert!(!processes_with(&demo.marker).is_empty());
+    let text = std::fs::read_to_string(&kubeconfig).expect("the printed kubeconfig exists");
+    assert!(text.contains("server: https://127.0.0.1:"), "{text}");
+
+    demo.keyboard.write_all(b"\x03").unwrap();
+    demo.keyboard.flush().unwrap();
+    demo.read_until("the cleanup line", |l| l.starts_with("[cleanup] interrupted (Ctrl-C)"));
+    let code = demo.wait();
+    let output = demo.output();
+    assert_eq!(
+        code, 0,
+        "Ctrl-C after a completed demo is a normal end; output:\n{output}"
+    );
+    assert_complete_progress(&output);
+    assert_nothing_left_running(&demo.marker);
+    let mut paths = printed_temp_paths(&output);
+    paths.push(kubeconfig);
+    assert_removed(&paths);
+}
+
+#[test]
+fn temp_paths_are_found_in_progress_lines() {
+    let tmp = std::env::temp_dir();
+    let line = format!(
+        "[router] x: y; real qemu-ga pid 1 in {0}/a/b, stand-ins in {0}/c (log: {0}/d/operator.log)",
+        tmp.display()
+    );
+    let found = printed_temp_paths(&line);
+    let expected: Vec<PathBuf> = ["a/b", "c", "d/operator.log"].iter().map(|p| tmp.join(p)).collect();
+    assert_eq!(found, expected);
+    assert!(Path::new(DEMO).is_file(), "{DEMO}");
+}
