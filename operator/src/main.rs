@@ -126,8 +126,11 @@ fn render_offline(paths: &[std::path::PathBuf], script: bool) -> i32 {
             return offline_render::EXIT_UNREADABLE;
         }
     };
-    match offline_render::render(&objects).and_then(|c| {
-        offline_render::to_yaml(&c, script).map_err(|m| {
+    match offline_render::render_with_warnings(&objects).and_then(|rendered| {
+        for warning in &rendered.warnings {
+            eprintln!("warning: {warning}");
+        }
+        offline_render::to_yaml(&rendered.configs, script).map_err(|m| {
             vec![offline_render::Problem {
                 source: "<output>".into(),
                 object: String::new(),

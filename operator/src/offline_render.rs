@@ -80,21 +80,45 @@ fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (St
     )
 }
 
-fn problems_from(source: &str, object: String, findings: Findings) -> impl Iterator<Item = Problem> {
-    let source = source.to_owned();
-    findings.denials.into_iter().map(move |v| Problem {
-        source: source.clone(),
+/// What admission would say of one object: denials become problems,
+/// warnings are kept to be shown, as `kubectl apply` shows them.
+fn sort_findings(
+    source: &str,
+    object: String,
+    findings: Findings,
+    problems: &mut Vec<Problem>,
+    warnings: &mut Vec<Problem>,
+) {
+    let locate = |v: crate::webhooks::rules::Violation| Problem {
+        source: source.to_owned(),
         object: object.clone(),
         field: Some(v.field),
         message: v.message,
-    })
+    };
+    problems.extend(findings.denials.into_iter().map(locate));
+    warnings.extend(findings.warnings.into_iter().map(locate));
+}
+
+/// The outcome of a render that succeeded.
+pub struct Rendered {
+    /// The VRouterConfigs, sorted by namespace and name.
+    pub configs: Vec<VRouterConfig>,
+    /// What admission would accept with a warning (e.g. a template's
+    /// `| safe`, which turns escaping off).
+    pub warnings: Vec<Problem>,
 }
 
 /// Validates every object and renders every binding. Returns the generated
 /// VRouterConfigs sorted by namespace and name, or every problem found.
 pub fn render(objects: &[Loaded]) -> Result<Vec<VRouterConfig>, Vec<Problem>> {
+    render_with_warnings(objects).map(|r| r.configs)
+}
+
+/// [`render`], keeping the warnings admission would give.
+pub fn render_with_warnings(objects: &[Loaded]) -> Result<Rendered, Vec<Problem>> {
     let engine = TemplateEngine::new();
     let mut problems = Vec::new();
+    let mut warnings = Vec::new();
     let mut templates: HashMap<(String, String), &VRouterTemplate> = HashMap::new();
     let mut params: HashMap<(String, String), &VRouterParams> = HashMap::new();
     let mut targets: HashMap<(String, String), &VRouterTarget> = HashMap::new();
@@ -110,13 +134,15 @@ pub fn render(objects: &[Loaded]) -> Result<Vec<VRouterConfig>, Vec<Problem>> {
                     ("spec.config", TemplateKind::Config, &t.spec.config),
                     ("spec.commands", TemplateKind::Commands, &t.spec.commands),
                 ] {
-                    if let Err(e) = engine.check(t.metadata.name.as_deref().unwrap_or(""), kind, text) {
-                        problems.push(Problem {
-                            source: source.clone(),
-                            object: object(&t.metadata),
-                            field: Some(field.into()),
-                            message: e.to_string(),
-                        });
+                    let located = |message: String| Problem {
+                        source: source.clone(),
+                        object: object(&t.metadata),
+                        field: Some(field.into()),
+                        message,
+                    };
+                    match engine.review(t.metadata.name.as_deref().unwrap_or(""), kind, text) {
+                        Ok(found) => warnings.extend(found.into_iter().map(|w| located(w.to_string()))),
+                        Err(e) => problems.push(located(e.to_string())),
                     }
                 }
                 templates.insert(key(&t.metadata), t);
@@ -125,18 +151,46 @@ pub fn render(objects: &[Loaded]) -> Result<Vec<VRouterConfig>, Vec<Problem>> {
                 params.insert(key(&p.metadata), p);
             }
             Manifest::Target(t) => {
-                problems.extend(problems_from(source, object(&t.metadata), rules::target(t)));
+                sort_findings(
+                    source,
+                    object(&t.metadata),
+                    rules::target(t),
+                    &mut problems,
+                    &mut warnings,
+                );
                 targets.insert(key(&t.metadata), t);
             }
             Manifest::Binding(b) => {
-                problems.extend(problems_from(source, object(&b.metadata), rules::binding(b)));
+                sort_findings(
+                    source,
+                    object(&b.metadata),
+                    rules::binding(b),
+                    &mut problems,
+                    &mut warnings,
+                );
                 bindings.push((source, b));
             }
-            Manifest::Config(c) => problems.extend(problems_from(source, object(&c.metadata), rules::config(c))),
-            Manifest::ProxmoxCluster(p) => {
-                problems.extend(problems_from(source, object(&p.metadata), rules::proxmox_cluster(p)))
-            }
-            Manifest::Status(s) => problems.extend(problems_from(source, object(&s.metadata), rules::status(s))),
+            Manifest::Config(c) => sort_findings(
+                source,
+                object(&c.metadata),
+                rules::config(c),
+                &mut problems,
+                &mut warnings,
+            ),
+            Manifest::ProxmoxCluster(p) => sort_findings(
+                source,
+                object(&p.metadata),
+                rules::proxmox_cluster(p),
+                &mut problems,
+                &mut warnings,
+            ),
+            Manifest::Status(s) => sort_findings(
+                source,
+                object(&s.metadata),
+                rules::status(s),
+                &mut problems,
+                &mut warnings,
+            ),
             Manifest::Other(_) => {}
         }
     }
@@ -203,7 +257,7 @@ pub fn render(objects: &[Loaded]) -> Result<Vec<VRouterConfig>, Vec<Problem>> {
         return Err(problems);
     }
     configs.sort_by_key(|c| key(&c.metadata));
-    Ok(configs)
+    Ok(Rendered { configs, warnings })
 }
 
 /// The configs as a YAML stream; with `script`, each followed by the apply

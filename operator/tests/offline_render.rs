@@ -101,3 +101,48 @@ fn unreadable_input_exits_two_naming_the_file_and_field() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(EXIT_UNREADABLE));
 }
+
+const WITH_WARNINGS: &str = r#"
+apiVersion: vrouter.kojuro.date/v1
+kind: VRouterTemplate
+metadata: {name: raw, namespace: net}
+spec:
+  commands: "set system host-name {{ hostName | safe }}\n"
+---
+apiVersion: vrouter.kojuro.date/v1
+kind: VRouterTarget
+metadata: {name: t1, namespace: net}
+spec:
+  provider: {type: proxmox, proxmox: {vmid: 100, clusterRef: {name: pve}}}
+  params: {hostName: r1}
+---
+apiVersion: vrouter.kojuro.date/v1
+kind: VRouterBinding
+metadata: {name: b, namespace: net}
+spec:
+  templateRefs: [{name: raw}]
+  targetRefs: [{name: t1}]
+"#;
+
+#[test]
+fn admission_warnings_are_printed_and_the_render_still_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("raw.yaml");
+    std::fs::write(&file, WITH_WARNINGS).unwrap();
+    let objects = offline_render::load(std::slice::from_ref(&file)).unwrap();
+    let rendered = offline_render::render_with_warnings(&objects).unwrap_or_else(|p| panic!("{p:#?}"));
+    assert_eq!(rendered.configs.len(), 1);
+    let warnings: Vec<String> = rendered.warnings.iter().map(ToString::to_string).collect();
+    let name = file.display().to_string();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with(&format!("{name}: VRouterTemplate net/raw: spec.commands: "))
+            && warnings[0].contains("safe"),
+        "{warnings:#?}"
+    );
+    let output = binary().arg("render").arg(&file).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&format!("warning: {}", warnings[0])), "{stderr}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("set system host-name r1"));
+}
