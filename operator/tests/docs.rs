@@ -771,6 +771,88 @@ fn unresolved(objects: &[Loaded], rendered: &[VRouterConfig], page: &str) -> Vec
     problems
 }
 
+// ---------------------------------------------------------------- links
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped, spaces
+/// become hyphens.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a page's headings (outside fenced blocks).
+fn anchors(markdown: &str) -> HashSet<String> {
+    let mut in_fence = false;
+    let mut out = HashSet::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+        } else if !in_fence && line.starts_with('#') {
+            out.insert(slug(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+/// Relative links (`[text](file.md#anchor)`, `[text](#anchor)`) must point at
+/// a file of the repository and, with an anchor, at one of its headings.
+fn broken_links(page: &str, markdown: &str) -> Vec<String> {
+    let dir = Path::new(page).parent().unwrap_or(Path::new(""));
+    let mut failures = Vec::new();
+    let mut in_fence = false;
+    for (i, line) in markdown.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            let link = &after[..end];
+            rest = &after[end..];
+            if link.contains("://") || link.starts_with("mailto:") {
+                continue;
+            }
+            let (file, anchor) = link.split_once('#').unwrap_or((link, ""));
+            let target = if file.is_empty() {
+                page.to_owned()
+            } else {
+                dir.join(file).to_string_lossy().into_owned()
+            };
+            let read = if file.is_empty() {
+                Ok(markdown.to_owned())
+            } else {
+                std::fs::read_to_string(root().join(&target))
+            };
+            let Ok(text) = read else {
+                if !root().join(&target).is_dir() {
+                    failures.push(format!("{page}:{}: link to {link:?}: {target} does not exist", i + 1));
+                }
+                continue;
+            };
+            if !anchor.is_empty() && !anchors(&text).contains(anchor) {
+                failures.push(format!(
+                    "{page}:{}: link to {link:?}: {target} has no heading #{anchor}",
+                    i + 1
+                ));
+            }
+        }
+    }
+    failures
+}
+
 // ---------------------------------------------------------------- the test
 
 #[derive(Default)]
@@ -781,10 +863,15 @@ struct Counts {
     command_blocks: usize,
     commands: usize,
     text_blocks: usize,
+    links: usize,
 }
 
 fn check_page(page: &str, checker: &Checker, examples: &[Loaded], counts: &mut Counts) -> Vec<String> {
-    check_markdown(page, &read(page), checker, examples, counts)
+    let markdown = read(page);
+    let mut failures = broken_links(page, &markdown);
+    counts.links += markdown.matches("](").count();
+    failures.extend(check_markdown(page, &markdown, checker, examples, counts));
+    failures
 }
 
 fn check_markdown(
@@ -902,12 +989,13 @@ fn every_yaml_block_and_command_in_the_docs_is_exercised() {
     }
     println!(
         "checked {} yaml blocks ({} objects, {} configs rendered from the pages' bindings), \
-         {} commands in {} sh blocks, skipped {} text blocks:\n{report}",
+         {} commands in {} command blocks, {} links; skipped {} text blocks:\n{report}",
         counts.yaml_blocks,
         counts.objects,
         counts.rendered_configs,
         counts.commands,
         counts.command_blocks,
+        counts.links,
         counts.text_blocks
     );
     assert!(
@@ -1080,5 +1168,27 @@ fn sh_blocks_split_into_commands_with_their_lines() {
     assert_eq!(
         words("kubectl get x -o jsonpath='{.a b}' \"c d\"").unwrap(),
         ["kubectl", "get", "x", "-o", "jsonpath={.a b}", "c d"]
+    );
+}
+
+#[test]
+fn relative_links_must_reach_a_file_and_heading() {
+    assert_eq!(
+        slug(" Readiness (KubeVirt and Proxmox VE)"),
+        "readiness-kubevirt-and-proxmox-ve"
+    );
+    assert_eq!(
+        slug(" From the Go operator's text/template and sprig"),
+        "from-the-go-operators-texttemplate-and-sprig"
+    );
+    let page = "# Top\n\n[ok](#top) [ok](templates.md#params-merge) [web](https://example.com)\n\
+                [gone](nowhere.md) [no heading](templates.md#nothing)\n```text\n[in a fence](x.md)\n```\n";
+    let failures = broken_links("docs/page.md", page);
+    assert_eq!(
+        failures,
+        [
+            "docs/page.md:4: link to \"nowhere.md\": docs/nowhere.md does not exist",
+            "docs/page.md:4: link to \"templates.md#nothing\": docs/templates.md has no heading #nothing",
+        ]
     );
 }
