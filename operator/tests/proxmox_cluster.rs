@@ -228,3 +228,54 @@ async fn one_re_apply_per_reboot(site: &Site, set_uptime: impl Fn(Duration)) {
     let (status, reason) = condition(&cluster(ns).await.status.unwrap().conditions, "Synced").unwrap();
     assert_eq!((status.as_str(), reason.as_str()), ("True", "SyncSucceeded"));
 }
+
+#[tokio::test]
+async fn check_guest_uptime_false_leaves_a_guest_reboot_unnoticed() {
+    // The guest's own clock says it just booted; Proxmox says an hour (the
+    // QEMU process kept running). Only the guest check could see this
+    // reboot, and `checkGuestUptime: false` turns it off.
+    let uptime_file = std::env::temp_dir().join(format!("vrouter-pxc-no-guest-check-{}", std::process::id()));
+    std::fs::write(&uptime_file, "3600.00 7000.00\n").unwrap();
+    let settings = Settings {
+        guest_uptime_path: uptime_file.to_string_lossy().into_owned(),
+        ..Settings::default()
+    };
+    let site = site("pxc-no-guest-check", &["r1"], settings).await;
+    let ns = &site.ns;
+    ns.api::<ProxmoxCluster>()
+        .patch(
+            "pve",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"checkGuestUptime": false, "syncInterval": format!("{SYNC_INTERVAL_SECS}s")}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(!cluster(ns).await.spec.check_guest_uptime, "an explicit false is kept");
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "direct"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    wait_for("the first apply", Duration::from_secs(60), || async {
+        config_phase(&configs, "direct")
+            .await
+            .filter(|(p, _, _)| *p == Phase::Applied)
+    })
+    .await;
+    // Syncs before the patch took effect saw an hour of guest uptime; from
+    // now on the guest has just booted.
+    next_sync(ns).await;
+    std::fs::write(&uptime_file, "2.00 0.50\n").unwrap();
+    for _ in 0..2 {
+        next_sync(ns).await;
+        // The sync also tracks the node, so it did look at r1.
+        assert_eq!(node_of(ns, "r1").await.as_deref(), Some("pve1"));
+        let target = ns.api::<VRouterTarget>().get("r1").await.unwrap();
+        assert_eq!(target.status.unwrap().last_reboot_time, None);
+    }
+    assert_eq!(sets(&site), 1, "no re-apply");
+    std::fs::remove_file(&uptime_file).unwrap();
+}
