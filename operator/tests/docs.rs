@@ -630,7 +630,17 @@ impl Checker {
 
     fn check_command(&self, command: &str) -> Result<(), String> {
         let words = words(command)?;
-        let (program, args) = words.split_first().ok_or("empty command")?;
+        // `export A=b` and `A=b command …` only set the environment.
+        let is_assignment = |w: &String| {
+            w.split_once('=').is_some_and(|(name, _)| {
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+        };
+        if words.first().is_some_and(|w| w == "export") && words.len() > 1 && words[1..].iter().all(is_assignment) {
+            return Ok(());
+        }
+        let first_command = words.iter().position(|w| !is_assignment(w)).unwrap_or(words.len());
+        let (program, args) = words[first_command..].split_first().ok_or("empty command")?;
         match program.as_str() {
             "cargo" => self.check_cargo(args),
             "kubectl" => self.check_kubectl(args),
@@ -1082,6 +1092,8 @@ fn only_commands_a_test_runs_are_accepted() {
         "cargo run -p vrouter-operator -- render testdata/examples",
         "cargo run -p vrouter-operator -- render --script testdata/examples",
         "cargo test -p vrouter-operator --test docs",
+        "export KUBECONFIG=/tmp/demo/kubeconfig",
+        "KUBECONFIG=/tmp/demo/kubeconfig kubectl get vrouterconfigs -A",
         "helm install vrouter-operator deploy/helm/vrouter-operator -n vrouter-system --create-namespace",
     ] {
         assert!(c.check_command(ok).is_ok(), "{ok}: {:?}", c.check_command(ok));
@@ -1099,6 +1111,7 @@ fn only_commands_a_test_runs_are_accepted() {
             "no value \"nonsense\"",
         ),
         ("kubectl get vrc | grep x", "pipes"),
+        ("KUBECONFIG=/tmp/k kubectl get vrc -l x=y", "label \"x\""),
     ] {
         let err = c.check_command(bad).expect_err(bad);
         assert!(err.contains(part), "{bad}: {err}");
