@@ -1,6 +1,7 @@
 //! `cargo xtask <command>`: the project's automation, in Rust so it runs the
 //! same on every machine.
 
+mod demo;
 mod gen_crds;
 mod prepare;
 mod test;
@@ -29,6 +30,12 @@ enum Command {
     Test,
     /// Build (when missing) the etcd and kube-apiserver the integration tests run against.
     Testenv,
+    /// Watch the operator configure simulated routers on this machine (no cluster needed).
+    Demo {
+        /// Leave everything running afterwards and print a kubeconfig; Ctrl-C stops and cleans up.
+        #[arg(long)]
+        keep: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,6 +45,7 @@ fn main() -> anyhow::Result<()> {
         Command::GenCrds { check } => gen_crds::run(&root, check),
         Command::Test => test::run(&root),
         Command::Testenv => testenv_bins::run(),
+        Command::Demo { keep } => demo::run(&root, keep),
     }
 }
 

@@ -1,0 +1,24 @@
+//! `cargo xtask demo [--keep]`: prepares what the demo needs (the guest
+//! agent package, the local control plane's binaries), then becomes
+//! `cargo run` of the demo program (crates/vrouter-demo). Replacing this
+//! process rather than waiting on a child means Ctrl-C reaches the demo
+//! alone, and the prompt returns only after it has cleaned up.
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::Context;
+
+pub fn run(root: &Path, keep: bool) -> anyhow::Result<()> {
+    crate::prepare::ensure_debian_packages(&["qemu-guest-agent"])?;
+    println!("==> local control plane");
+    crate::testenv_bins::run()?;
+    let mut args = vec!["run", "--quiet", "--package", "vrouter-demo", "--"];
+    if keep {
+        args.push("--keep");
+    }
+    println!("==> demo: cargo {}", args.join(" "));
+    let error = Command::new(env!("CARGO")).args(&args).current_dir(root).exec();
+    Err(error).context("starting cargo run for the demo")
+}
