@@ -942,8 +942,17 @@ fn check_markdown(
         })
         .collect();
     set.extend(objects);
-    match offline_render::render(&set) {
-        Ok(configs) => {
+    match offline_render::render_with_warnings(&set) {
+        Ok(rendered) => {
+            let configs = rendered.configs;
+            // Examples in the docs should be ones admission accepts silently.
+            failures.extend(
+                rendered
+                    .warnings
+                    .iter()
+                    .filter(|w| w.source.starts_with(page))
+                    .map(|w| format!("{w} (an admission warning)")),
+            );
             let page_bindings: Vec<(String, String)> = set
                 .iter()
                 .filter(|l| l.source.starts_with(page))
@@ -1148,6 +1157,17 @@ fn unknown_fences_and_bad_manifests_fail_with_their_file_and_line() {
         );
     }
     assert_eq!(failures.len(), expected.len(), "{failures:#?}");
+
+    // A set that renders, but with something admission only warns about.
+    let page = "```yaml\napiVersion: vrouter.kojuro.date/v1\nkind: VRouterTemplate\n\
+                metadata: {name: w, namespace: n}\nspec: {commands: \"{{ x | safe }}\"}\n```\n";
+    let failures = check_markdown("page2.md", page, &checker(), &[], &mut Counts::default());
+    assert_eq!(failures.len(), 1, "{failures:#?}");
+    assert!(
+        failures[0].starts_with("page2.md:1: VRouterTemplate n/w: spec.commands: ")
+            && failures[0].ends_with("(an admission warning)"),
+        "{failures:#?}"
+    );
 }
 
 #[test]
