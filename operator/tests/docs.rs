@@ -600,6 +600,27 @@ impl Checker {
                     Err("no test under crates/vrouter-demo/tests runs the demo".into())
                 }
             }
+            // Benchmarks are measured by hand, not run by the test command:
+            // what is checked is that the command and each flag exist (the
+            // test command compiles xtask, so they keep compiling).
+            ["xtask", "bench", flags @ ..] => {
+                proven_by("xtask/src/main.rs", "Bench(")?;
+                let source = read("xtask/src/bench.rs");
+                let mut expects_value = false;
+                for word in flags {
+                    if expects_value && !word.starts_with("--") {
+                        expects_value = false;
+                        continue;
+                    }
+                    let name = word.trim_start_matches("--").split('=').next().unwrap_or("");
+                    let field = format!("pub {}:", name.replace('-', "_"));
+                    if !word.starts_with("--") || name.is_empty() || !source.contains(&field) {
+                        return Err(format!("cargo xtask bench has no flag {word}"));
+                    }
+                    expects_value = !word.contains('=');
+                }
+                Ok(())
+            }
             ["run", "-p", "vrouter-operator", "--", "render", rest @ ..] => {
                 proven_by("operator/tests/offline_render.rs", ".arg(\"render\").arg(examples())")?;
                 match rest {
