@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use vrouter_api::manifest::Manifest;
 use vrouter_api::{ProviderType, VRouterTarget};
+use vrouter_operator::vrouterbinding::plan::config_name;
 
 /// One parsed object and the file it came from.
 #[derive(Debug, Clone)]
@@ -315,7 +316,7 @@ pub fn plan(sources: &[Source], loopback: &Loopback) -> Plan {
                     }
                 }
                 for target in &binding.spec.target_refs {
-                    let name = format!("{}.{}", key.name, target.name);
+                    let name = config_name(&key.name, &target.name);
                     expected.push((Key::new(&key.namespace, &name), Key::new(&key.namespace, &target.name)));
                 }
             }
