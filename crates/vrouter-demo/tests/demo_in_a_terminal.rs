@@ -263,6 +263,23 @@ fn keep_leaves_a_usable_kubeconfig_and_ctrl_c_cleans_everything_up() {
 }
 
 #[test]
+fn ctrl_c_in_the_middle_stops_with_130_and_cleans_everything_up() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut demo = Terminal::start(&[]);
+    // The control plane, the agents and the operator are all up by now.
+    demo.read_until("the wait for Applied", |l| l.starts_with("[wait] "));
+    demo.keyboard.write_all(b"\x03").unwrap();
+    demo.keyboard.flush().unwrap();
+    demo.read_until("the cleanup line", |l| l.starts_with("[cleanup] interrupted (Ctrl-C)"));
+    let code = demo.wait();
+    let output = demo.output();
+    assert_eq!(code, 130, "interrupted before the end; output:\n{output}");
+    assert!(!output.contains("[done]"), "{output}");
+    assert_nothing_left_running(&demo.marker);
+    assert_removed(&printed_temp_paths(&output));
+}
+
+#[test]
 fn temp_paths_are_found_in_progress_lines() {
     let tmp = std::env::temp_dir();
     let line = format!(
