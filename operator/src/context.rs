@@ -11,6 +11,8 @@ use kube::{Resource, ResourceExt};
 use vrouter_api::VRouterTarget;
 use vrouter_providers::{FactoryContext, KubeLookup, Provider, ProviderError, build_provider};
 
+use crate::lookup_cache::CachedLookup;
+
 use crate::metrics::Metrics;
 
 /// Builds the provider that reaches a target's router.
@@ -20,10 +22,11 @@ pub trait Providers: Send + Sync {
 }
 
 /// The production source: the providers crate's factory, reading Secrets
-/// and ProxmoxClusters from the API server on each call, so a rotated
-/// credential takes effect on the next reconcile.
+/// and ProxmoxClusters from the API server through a short-lived cache, so
+/// a rotated credential takes effect within [`crate::lookup_cache::DEFAULT_TTL`]
+/// while a burst of reconciles costs one read per object.
 pub struct FactoryProviders {
-    pub lookup: KubeLookup,
+    pub lookup: CachedLookup<KubeLookup>,
     pub factory: FactoryContext,
 }
 

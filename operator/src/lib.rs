@@ -7,6 +7,7 @@ pub mod conditions;
 pub mod context;
 pub mod http;
 pub mod leader;
+pub mod lookup_cache;
 pub mod metrics;
 pub mod objects;
 pub mod offline_render;

@@ -12,6 +12,7 @@ use vrouter_operator::cli::{Args, Command};
 use vrouter_operator::context::{Context, FactoryProviders, Settings};
 use vrouter_operator::http::{self, Readiness};
 use vrouter_operator::leader::{self, Election};
+use vrouter_operator::lookup_cache::{self, CachedLookup};
 use vrouter_operator::metrics::Metrics;
 use vrouter_operator::offline_render;
 use vrouter_operator::tls::ReloadingCert;
@@ -72,7 +73,7 @@ async fn main() -> anyhow::Result<()> {
         ..Settings::default()
     };
     let providers = Arc::new(FactoryProviders {
-        lookup: KubeLookup::new(client.clone()),
+        lookup: CachedLookup::new(KubeLookup::new(client.clone()), lookup_cache::DEFAULT_TTL),
         factory: FactoryContext {
             client: Some(client.clone()),
             ..FactoryContext::default()

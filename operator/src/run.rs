@@ -7,12 +7,15 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, controller, watcher};
 use vrouter_api::{VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate};
 
 use crate::context::Context;
 use crate::proxmoxcluster;
 use crate::{vrouterbinding, vrouterconfig, vrouterstatus, vroutertarget};
+
+/// VRouterConfigs reconciled at the same time.
+pub const CONFIG_CONCURRENCY: u16 = 32;
 
 /// Every object of kind `K` the controllers watch: one namespace, or all.
 fn api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
@@ -41,7 +44,11 @@ pub async fn controllers(
 
     // VRouterConfig: a target change (vmRunning, lastRebootTime) concerns
     // every config that points at it.
-    let configs = Controller::new(api::<VRouterConfig>(&client, ns), wc.clone());
+    // At most this many applies reconcile at once: a 1,000-target rollout
+    // otherwise opens 1,000 provider connections and status writes together
+    // (docs/benchmarks.md).
+    let configs = Controller::new(api::<VRouterConfig>(&client, ns), wc.clone())
+        .with_config(controller::Config::default().concurrency(CONFIG_CONCURRENCY));
     let config_store = configs.store();
     let configs = configs
         .watches(api::<VRouterTarget>(&client, ns), wc.clone(), move |target| {

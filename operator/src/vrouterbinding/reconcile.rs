@@ -64,6 +64,35 @@ where
     Ok(Ok(out))
 }
 
+/// Above this many targets one LIST of the namespace's targets replaces a
+/// GET per target: at 1,000 targets the GETs were a sixth of all API
+/// requests of a rollout (docs/benchmarks.md), repeated on every reconcile.
+const LIST_TARGETS_ABOVE: usize = 8;
+
+async fn get_targets(
+    api: &Api<VRouterTarget>,
+    refs: &[&vrouter_api::NameRef],
+) -> Result<Result<Vec<VRouterTarget>, RenderProblem>, Error> {
+    if refs.len() <= LIST_TARGETS_ABOVE {
+        return get_all(api, refs, "VRouterTarget").await;
+    }
+    let by_name: HashMap<String, VRouterTarget> = api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|t| (t.name_any(), t))
+        .collect();
+    let mut out = Vec::with_capacity(refs.len());
+    for r in refs {
+        match by_name.get(&r.name) {
+            Some(target) => out.push(target.clone()),
+            None => return Ok(Err(RenderProblem(format!("VRouterTarget {:?} not found", r.name)))),
+        }
+    }
+    Ok(Ok(out))
+}
+
 /// Every target's desired VRouterConfig, in `targetRefs` order, or the first
 /// problem. Nothing is written until all of them rendered.
 async fn render_all(
@@ -98,10 +127,9 @@ async fn render_all(
         Err(p) => return Ok(Err(p)),
     };
     let target_refs: Vec<_> = spec.target_refs.iter().collect();
-    let targets = match get_all(
+    let targets = match get_targets(
         &Api::<VRouterTarget>::namespaced(ctx.client.clone(), &namespace),
         &target_refs,
-        "VRouterTarget",
     )
     .await?
     {

@@ -214,9 +214,8 @@ async fn ensure_status_object(ctx: &Context, config: &VRouterConfig) -> Result<(
     let namespace = config.namespace().unwrap_or_default();
     let api: Api<VRouterStatus> = Api::namespaced(ctx.client.clone(), &namespace);
     let name = config.name_any();
-    if api.get_opt(&name).await?.is_some() {
-        return Ok(());
-    }
+    // Create and take "already exists" as done: one request either way,
+    // where a GET first cost two for every new config.
     let status = VRouterStatus {
         metadata: ObjectMeta {
             name: Some(name.clone()),

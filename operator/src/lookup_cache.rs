@@ -1,0 +1,168 @@
+//! A short-lived cache in front of the provider factory's object lookups.
+//!
+//! Every reconcile of a Proxmox target builds its provider, and each build
+//! reads the ProxmoxCluster and its credentials Secret. At 1,000 targets
+//! that was two GETs per reconcile, more than a third of all API requests
+//! of a rollout (docs/benchmarks.md). Entries live for `ttl`, so a changed
+//! endpoint list or a rotated credential takes effect within that time.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Secret;
+use vrouter_api::ProxmoxCluster;
+use vrouter_providers::{ObjectLookup, ProviderError};
+
+/// How long a looked-up object is reused.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+type Key = (String, String);
+
+struct Entries<T> {
+    map: Mutex<HashMap<Key, (Instant, Option<T>)>>,
+}
+
+impl<T: Clone> Entries<T> {
+    fn new() -> Self {
+        Entries {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn fresh(&self, key: &Key, ttl: Duration) -> Option<Option<T>> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key)
+            .filter(|(at, _)| at.elapsed() < ttl)
+            .map(|(_, value)| value.clone())
+    }
+
+    fn store(&self, key: Key, value: Option<T>, ttl: Duration) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        // Expired entries go on each store, so the map holds at most what
+        // was read within one ttl.
+        map.retain(|_, (at, _)| at.elapsed() < ttl);
+        map.insert(key, (Instant::now(), value));
+    }
+}
+
+/// Wraps another lookup; errors are never cached.
+pub struct CachedLookup<L> {
+    inner: L,
+    ttl: Duration,
+    secrets: Entries<Secret>,
+    clusters: Entries<ProxmoxCluster>,
+}
+
+impl<L> CachedLookup<L> {
+    pub fn new(inner: L, ttl: Duration) -> Self {
+        CachedLookup {
+            inner,
+            ttl,
+            secrets: Entries::new(),
+            clusters: Entries::new(),
+        }
+    }
+}
+
+#[async_trait]
+impl<L: ObjectLookup> ObjectLookup for CachedLookup<L> {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError> {
+        let key = (namespace.to_owned(), name.to_owned());
+        if let Some(hit) = self.secrets.fresh(&key, self.ttl) {
+            return Ok(hit);
+        }
+        let value = self.inner.secret(namespace, name).await?;
+        self.secrets.store(key, value.clone(), self.ttl);
+        Ok(value)
+    }
+
+    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError> {
+        let key = (namespace.to_owned(), name.to_owned());
+        if let Some(hit) = self.clusters.fresh(&key, self.ttl) {
+            return Ok(hit);
+        }
+        let value = self.inner.proxmox_cluster(namespace, name).await?;
+        self.clusters.store(key, value.clone(), self.ttl);
+        Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Counts reads and answers with a Secret named after the read count,
+    /// so a test can tell a cached answer from a fresh one.
+    #[derive(Default)]
+    struct Counting {
+        reads: AtomicUsize,
+        fail: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait]
+    impl ObjectLookup for Counting {
+        async fn secret(&self, _namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError> {
+            let n = self.reads.fetch_add(1, Ordering::SeqCst);
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(ProviderError::InvalidTarget {
+                    target: name.into(),
+                    reason: "unreachable".into(),
+                });
+            }
+            let mut secret = Secret::default();
+            secret.metadata.name = Some(format!("{name}-{n}"));
+            Ok((name != "missing").then_some(secret))
+        }
+
+        async fn proxmox_cluster(
+            &self,
+            _namespace: &str,
+            _name: &str,
+        ) -> Result<Option<ProxmoxCluster>, ProviderError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Ok(None)
+        }
+    }
+
+    fn name(secret: Option<Secret>) -> String {
+        secret.and_then(|s| s.metadata.name).unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn a_read_within_the_ttl_is_served_from_the_cache_per_object() {
+        let cache = CachedLookup::new(Counting::default(), Duration::from_secs(60));
+        assert_eq!(name(cache.secret("ns", "a").await.unwrap()), "a-0");
+        assert_eq!(name(cache.secret("ns", "a").await.unwrap()), "a-0");
+        assert_eq!(name(cache.secret("other", "a").await.unwrap()), "a-1");
+        assert_eq!(name(cache.secret("ns", "b").await.unwrap()), "b-2");
+        assert_eq!(cache.secret("ns", "missing").await.unwrap(), None);
+        assert_eq!(cache.secret("ns", "missing").await.unwrap(), None);
+        assert!(cache.proxmox_cluster("ns", "a").await.unwrap().is_none());
+        assert!(cache.proxmox_cluster("ns", "a").await.unwrap().is_none());
+        assert_eq!(
+            cache.inner.reads.load(Ordering::SeqCst),
+            5,
+            "one read per distinct object"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_expired_entry_is_read_again() {
+        let cache = CachedLookup::new(Counting::default(), Duration::ZERO);
+        assert_eq!(name(cache.secret("ns", "a").await.unwrap()), "a-0");
+        assert_eq!(name(cache.secret("ns", "a").await.unwrap()), "a-1");
+    }
+
+    #[tokio::test]
+    async fn errors_are_not_cached() {
+        let cache = CachedLookup::new(Counting::default(), Duration::from_secs(60));
+        cache.inner.fail.store(true, Ordering::SeqCst);
+        assert!(cache.secret("ns", "a").await.is_err());
+        cache.inner.fail.store(false, Ordering::SeqCst);
+        assert_eq!(name(cache.secret("ns", "a").await.unwrap()), "a-1");
+    }
+}
