@@ -3,6 +3,8 @@
 //! the operator's controllers running for it.
 #![allow(dead_code)]
 
+pub mod requests;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,0 +1,428 @@
+//! Scale: one binding over many Proxmox targets, on a real API server, with
+//! the targets served by the in-test Proxmox API over a few real qemu-ga
+//! agents (several VMIDs per agent, each with its own guest sandbox).
+//!
+//! CI runs the smoke size (100 targets, 30 s idle) and fails when the API
+//! requests per VRouterConfig or the writes while idle exceed the budget.
+//! `cargo xtask bench` runs the same test at 1,000 targets and 5 minutes
+//! idle in release mode and reads the figures from `VROUTER_BENCH_OUT`.
+//!
+//! Its own test binary, so its own API server: the request counters see
+//! only this test (plus the harness's one watch, named in the report).
+//!
+//! Knobs (environment): `VROUTER_SCALE_TARGETS` (100), `VROUTER_SCALE_AGENTS`
+//! (10), `VROUTER_SCALE_IDLE_SECS` (30), `VROUTER_BENCH_OUT` (a JSON file to
+//! write the figures to).
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
+use vrouter_operator::context::{Context, Providers, Settings};
+use vrouter_operator::lookup_cache::{self, CachedLookup};
+use vrouter_operator::metrics::Metrics;
+use vrouter_operator::run;
+use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
+use vrouter_testenv::{TestEnv, TestNamespace};
+use vrouter_testsupport::guest::GuestSandbox;
+use vrouter_testsupport::proxmox::FakeProxmox;
+use vrouter_testsupport::{AgentProcess, start_agent};
+
+use common::create;
+use common::requests::{self, Counts, Series};
+
+/// Budget: API requests (all verbs, every resource) per VRouterConfig, from
+/// the binding's creation until everything is Applied and quiet. Each
+/// config costs a create, a finalizer patch, two status patches around the
+/// dispatch, the final status patch, an event or two, the VRouterStatus it
+/// gets and that object's first sync (its finalizer, ConfigMap, status).
+const REQUESTS_PER_CONFIG_BUDGET: f64 = 20.0;
+/// The ProxmoxCluster's default syncInterval.
+const CLUSTER_SYNC: u64 = 60;
+/// The VRouterStatus syncInterval the operator gives the objects it creates.
+const STATUS_SYNC: u64 = 300;
+
+const TOKEN_ID: &str = "operator@pve!scale";
+const TOKEN_SECRET: &str = "5ca1e-test-only";
+
+fn knob(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v.parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
+        Err(_) => default,
+    }
+}
+
+/// The production factory and lookup cache (as `FactoryProviders` has
+/// them) with each target's guest paths in its own sandbox; several targets
+/// share one agent, never one script path.
+struct ScaleProviders {
+    lookup: CachedLookup<KubeLookup>,
+    paths: HashMap<String, GuestPaths>,
+}
+
+#[async_trait]
+impl Providers for ScaleProviders {
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
+        let name = target.metadata.name.clone().unwrap_or_default();
+        let factory = FactoryContext {
+            guest_paths: self.paths.get(&name).cloned().unwrap_or_default(),
+            ..FactoryContext::default()
+        };
+        build_provider(target, &self.lookup, &factory).await
+    }
+}
+
+/// CPU seconds of the threads whose name starts with `prefix`, from
+/// /proc/self/task: the operator runs in this process on its own runtime,
+/// so its threads can be told apart from the harness's.
+fn cpu_seconds_of_threads(prefix: &str) -> f64 {
+    let ticks: f64 = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0);
+    let mut total = 0u64;
+    for entry in std::fs::read_dir("/proc/self/task").expect("/proc/self/task").flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with(prefix) {
+            continue;
+        }
+        // Fields after the name: state is field 3, utime 14, stime 15.
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        total += fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
+    }
+    total as f64 / ticks
+}
+
+/// Peak resident set of this whole process (operator and harness), in MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/self/status");
+    kib / 1024.0
+}
+
+fn templates() -> Vec<Value> {
+    let system = "set system host-name {{ hostName }}\nset system domain-name {{ domain }}\n\
+        {% for s in ntp %}set service ntp server {{ s }}\n{% endfor %}";
+    let interfaces =
+        "{% for i in interfaces %}set interfaces ethernet {{ i.name }} address {{ i.address }}\n{% endfor %}";
+    let bgp = "protocols {\n    bgp {{ asn }} {\n{% for n in neighbors %}        neighbor {{ n.ip }} {\n            remote-as {{ n.remoteAs }}\n        }\n{% endfor %}    }\n}\n";
+    [("system", system, ""), ("interfaces", interfaces, ""), ("bgp", "", bgp)]
+        .into_iter()
+        .map(|(name, commands, config)| {
+            json!({"metadata": {"name": name}, "spec": {"commands": commands, "config": config}})
+        })
+        .collect()
+}
+
+fn target_body(i: usize) -> Value {
+    json!({"metadata": {"name": format!("r{i}")}, "spec": {
+        "provider": {"type": "proxmox", "proxmox": {"vmid": 100 + i, "clusterRef": {"name": "pve"}}},
+        "params": {
+            "hostName": format!("r{i}"),
+            "asn": 4_200_000_000u64 + i as u64,
+            "interfaces": [{"name": "eth0", "address": format!("203.0.113.{}/24", i % 250)}],
+        },
+    }})
+}
+
+fn binding_body(targets: usize) -> Value {
+    let target_refs: Vec<Value> = (0..targets).map(|i| json!({"name": format!("r{i}")})).collect();
+    json!({"metadata": {"name": "edge"}, "spec": {
+        "templateRefs": [{"name": "system"}, {"name": "interfaces"}, {"name": "bgp"}],
+        "paramsRefs": [{"name": "site"}],
+        "targetRefs": target_refs,
+        "params": {"domain": "example.net"},
+    }})
+}
+
+fn params_body() -> Value {
+    let neighbors: Vec<Value> = (0..4)
+        .map(|i| json!({"ip": format!("198.51.100.{i}"), "remoteAs": 64512 + i}))
+        .collect();
+    json!({"metadata": {"name": "site"}, "spec": {"params": {
+        "ntp": ["ntp1.example.net", "ntp2.example.net"],
+        "neighbors": neighbors,
+        "asn": 64500,
+    }}})
+}
+
+/// When each config was first seen and first seen Applied for its
+/// generation, as the harness's one watch reports them.
+#[derive(Default)]
+struct Seen {
+    created: HashMap<String, Instant>,
+    applied: HashMap<String, Instant>,
+}
+
+fn watch_configs(api: Api<VRouterConfig>, seen: Arc<Mutex<Seen>>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut events = watcher(api, watcher::Config::default()).boxed();
+        while let Some(event) = events.next().await {
+            let Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) = event else {
+                continue;
+            };
+            let now = Instant::now();
+            let name = c.metadata.name.clone().unwrap_or_default();
+            let mut seen = seen.lock().unwrap();
+            seen.created.entry(name.clone()).or_insert(now);
+            let applied = c
+                .status
+                .as_ref()
+                .is_some_and(|s| s.phase == Phase::Applied && Some(s.observed_generation) == c.metadata.generation);
+            if applied {
+                seen.applied.entry(name).or_insert(now);
+            }
+        }
+    })
+}
+
+/// Waits until no write reaches the API server for `quiet`, for at most
+/// `limit`; returns the counts at that point.
+async fn settle(client: &kube::Client, quiet: Duration, limit: Duration) -> Counts {
+    let deadline = Instant::now() + limit;
+    let mut last = requests::served(client).await;
+    let mut since = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = requests::served(client).await;
+        let writes = requests::total(&requests::delta(&last, &now), |s| s.is_write() && !s.is_heartbeat());
+        if writes > 0 {
+            since = Instant::now();
+        }
+        last = now;
+        if since.elapsed() >= quiet || Instant::now() > deadline {
+            return last;
+        }
+    }
+}
+
+async fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    started.elapsed()
+}
+
+fn table(counts: &Counts) -> Vec<Value> {
+    counts
+        .iter()
+        .map(|(s, n)| json!({"verb": s.verb, "resource": s.path(), "count": n}))
+        .collect()
+}
+
+struct Fleet {
+    _agents: Vec<AgentProcess>,
+    paths: HashMap<String, GuestPaths>,
+}
+
+async fn build_fleet(ns: &TestNamespace, pve: &FakeProxmox, targets: usize, agents: usize) -> Fleet {
+    let agent_processes: Vec<AgentProcess> = (0..agents).map(|_| start_agent()).collect();
+    let mut paths = HashMap::new();
+    for i in 0..targets {
+        let agent = &agent_processes[i % agents];
+        let sandbox = GuestSandbox::new(&agent.dir().join(format!("vm{i}")), "vyos");
+        pve.add_vm(100 + i as i64, "pve1", agent.socket_path());
+        paths.insert(format!("r{i}"), sandbox.paths());
+        create::<VRouterTarget>(ns, target_body(i)).await;
+    }
+    Fleet {
+        _agents: agent_processes,
+        paths,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_binding_over_many_targets_stays_within_the_request_budget() {
+    let targets = knob("VROUTER_SCALE_TARGETS", 100) as usize;
+    let agents = knob("VROUTER_SCALE_AGENTS", 10) as usize;
+    let idle = Duration::from_secs(knob("VROUTER_SCALE_IDLE_SECS", 30));
+    let env = TestEnv::shared().await;
+    let admin = env.client();
+
+    // The physical limit: a plain client creating the same number of
+    // similar VRouterConfigs, one after another, on this server now.
+    let raw_ns = env.namespace("raw").await;
+    let raw_api = raw_ns.api::<VRouterConfig>();
+    let commands = "set system host-name rN\nset system domain-name example.net\n".repeat(4);
+    let raw_started = Instant::now();
+    for i in 0..targets {
+        let config: VRouterConfig = serde_json::from_value(json!({
+            "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterConfig",
+            "metadata": {"name": format!("edge.r{i}"), "labels": {"vrouter.kojuro.date/binding": "edge"}},
+            "spec": {"targetRef": {"name": format!("r{i}")}, "commands": commands, "config": "protocols {\n}\n"},
+        }))
+        .unwrap();
+        raw_api.create(&PostParams::default(), &config).await.unwrap();
+    }
+    let raw_seconds = raw_started.elapsed().as_secs_f64();
+
+    let ns = env.namespace("scale").await;
+    let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "pve-token"},
+        "stringData": {"api-token-id": TOKEN_ID, "api-token-secret": TOKEN_SECRET},
+    }))
+    .unwrap();
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    create::<vrouter_api::ProxmoxCluster>(
+        &ns,
+        json!({"metadata": {"name": "pve"}, "spec": {"endpoints": [pve.url(0)], "credentialsRef": {"name": "pve-token"}, "insecureSkipTLSVerify": true}}),
+    )
+    .await;
+    for t in templates() {
+        create::<VRouterTemplate>(&ns, t).await;
+    }
+    create::<VRouterParams>(&ns, params_body()).await;
+    let fleet = build_fleet(&ns, &pve, targets, agents).await;
+
+    // The operator on a runtime of its own, so the CPU its threads use can
+    // be told apart from the harness (the fake Proxmox, the watch).
+    let operator_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("operator")
+        .thread_keep_alive(Duration::from_secs(3600))
+        .enable_all()
+        .build()
+        .unwrap();
+    let namespace = ns.name().to_owned();
+    let paths = fleet.paths.clone();
+    let cpu_at_start = cpu_seconds_of_threads("operator");
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    operator_rt.spawn(async move {
+        let client = TestEnv::shared().await.client();
+        let providers = Arc::new(ScaleProviders {
+            lookup: CachedLookup::new(KubeLookup::new(client.clone()), lookup_cache::DEFAULT_TTL),
+            paths,
+        });
+        let ctx = Arc::new(Context::new(client, Metrics::new(), Settings::default(), providers));
+        run::controllers(ctx, Some(namespace), async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })
+        .await;
+    });
+    // Startup: every target's first VM poll and the cluster's first sync.
+    let startup_quiet = settle(&admin, Duration::from_secs(3), Duration::from_secs(120)).await;
+    let cpu_after_startup = cpu_seconds_of_threads("operator");
+
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let watch = watch_configs(ns.api::<VRouterConfig>(), seen.clone());
+    let before = requests::served(&admin).await;
+    let started = Instant::now();
+    create::<VRouterBinding>(&ns, binding_body(targets)).await;
+    let limit = Duration::from_secs(60 + targets as u64);
+    let written = wait_until("every VRouterConfig to be written", limit, || {
+        seen.lock().unwrap().created.len() >= targets
+    })
+    .await;
+    wait_until("every VRouterConfig to be Applied", limit, || {
+        seen.lock().unwrap().applied.len() >= targets
+    })
+    .await;
+    let applied = started.elapsed();
+    let after = settle(&admin, Duration::from_secs(3), Duration::from_secs(120)).await;
+    let cpu_after_apply = cpu_seconds_of_threads("operator");
+    let peak_rss = peak_rss_mib();
+    let during = requests::delta(&before, &after);
+    let per_config = requests::total(&during, |_| true) as f64 / targets as f64;
+
+    // Idle: everything Applied, nothing changing.
+    let idle_before = requests::served(&admin).await;
+    tokio::time::sleep(idle).await;
+    let idle_after = requests::served(&admin).await;
+    let cpu_after_idle = cpu_seconds_of_threads("operator");
+    let idle_counts = requests::delta(&idle_before, &idle_after);
+    let heartbeats = requests::total(&idle_counts, Series::is_heartbeat);
+    let idle_writes: Counts = idle_counts
+        .iter()
+        .filter(|(s, _)| s.is_write() && !s.is_heartbeat())
+        .map(|(s, n)| (s.clone(), *n))
+        .collect();
+    let idle_secs = idle.as_secs();
+    let statuses = ns
+        .api::<vrouter_api::VRouterStatus>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .len() as u64;
+    let heartbeat_bound = (idle_secs / CLUSTER_SYNC + 1) + statuses * (idle_secs / STATUS_SYNC + 1);
+
+    let _ = stop.send(true);
+    watch.abort();
+    operator_rt.shutdown_background();
+
+    let report = json!({
+        "targets": targets,
+        "agents": agents,
+        "raw_create_seconds": raw_seconds,
+        "configs_written_seconds": written.as_secs_f64(),
+        "written_vs_raw_ratio": written.as_secs_f64() / raw_seconds,
+        "all_applied_seconds": applied.as_secs_f64(),
+        "operator_cpu_seconds_startup": cpu_after_startup - cpu_at_start,
+        "operator_cpu_seconds_apply": cpu_after_apply - cpu_after_startup,
+        "operator_cpu_seconds_idle": cpu_after_idle - cpu_after_apply,
+        "process_peak_rss_mib": peak_rss,
+        "requests_total": requests::total(&during, |_| true),
+        "requests_per_config": per_config,
+        "requests_per_config_budget": REQUESTS_PER_CONFIG_BUDGET,
+        "requests_by_series": table(&during),
+        "startup_requests_by_series": table(&requests::delta(&Counts::new(), &startup_quiet)),
+        "idle_seconds": idle_secs,
+        "idle_heartbeat_writes": heartbeats,
+        "idle_heartbeat_bound": heartbeat_bound,
+        "idle_other_writes": requests::total(&idle_writes, |_| true),
+        "idle_requests_by_series": table(&idle_counts),
+        "vrouterstatuses": statuses,
+    });
+    println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    if let Ok(path) = std::env::var("VROUTER_BENCH_OUT") {
+        std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap())
+            .unwrap_or_else(|e| panic!("writing {path}: {e}"));
+    }
+
+    let by_series: BTreeMap<String, u64> = during
+        .iter()
+        .map(|(s, n)| (format!("{} {}", s.verb, s.path()), *n))
+        .collect();
+    assert!(
+        per_config <= REQUESTS_PER_CONFIG_BUDGET,
+        "{per_config:.1} API requests per VRouterConfig (budget {REQUESTS_PER_CONFIG_BUDGET}): {by_series:#?}"
+    );
+    assert!(
+        idle_writes.is_empty(),
+        "writes while idle for {idle_secs} s (heartbeats left out): {idle_writes:#?}"
+    );
+    assert!(
+        heartbeats <= heartbeat_bound,
+        "{heartbeats} heartbeat status writes in {idle_secs} s, at most {heartbeat_bound} expected"
+    );
+}
