@@ -47,6 +47,17 @@ pub mod reason {
     pub const ROUTER_NOT_READY: &str = "RouterNotReady";
     pub const SYNC_SUCCEEDED: &str = "SyncSucceeded";
     pub const SYNC_FAILED: &str = "SyncFailed";
+    /// The router's startup config changed outside the operator; the
+    /// VRouterConfig is applied again (also a warning event).
+    pub const DRIFT_DETECTED: &str = "DriftDetected";
+}
+
+/// Reasons of events that are not also condition reasons.
+pub mod event {
+    /// A VRouterConfig's target cannot be reached or built.
+    pub const TARGET_UNAVAILABLE: &str = "TargetUnavailable";
+    /// A binding's rollout reached its last target.
+    pub const ROLLOUT_COMPLETED: &str = "RolloutCompleted";
 }
 
 /// The fixed path the apply script is written to inside the guest.

@@ -338,7 +338,7 @@ async fn reconcile_inner(binding: &VRouterBinding, ctx: &Context) -> Result<Acti
                 ctx.event(
                     binding,
                     false,
-                    "RolloutCompleted",
+                    vrouter_api::constants::event::ROLLOUT_COMPLETED,
                     format!("{} targets up to date", desired.len()),
                 )
                 .await;

@@ -163,7 +163,8 @@ async fn note_problem(
     let mut next = status.clone();
     next.message = message.clone();
     if objects::patch_status(&ctx.client, config, Some(status), &next).await? {
-        ctx.event(config, true, "TargetUnavailable", message).await;
+        ctx.event(config, true, vrouter_api::constants::event::TARGET_UNAVAILABLE, message)
+            .await;
     }
     Ok(Action::requeue(std::time::Duration::from_secs(30)))
 }

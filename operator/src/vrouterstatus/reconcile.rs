@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use vrouter_api::constants::condition;
+use vrouter_api::constants::{condition, reason};
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
 
 use super::decide::{self, ConfigView, Reading};
@@ -98,8 +98,8 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
         }
     };
     // The running config is for people to compare with the startup one;
-    // drift is decided on the startup config alone, so a router that cannot
-    // show it (vrouter-daemon, an old image) is still checked.
+    // drift is decided on the startup config alone, so a router whose
+    // running config cannot be shown is still checked.
     let running = match provider.read_command_output(&ctx.settings.running_config_command).await {
         Ok(bytes) => bytes,
         Err(error) => {
@@ -131,7 +131,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
         ctx.event(
             vrs,
             true,
-            "DriftDetected",
+            reason::DRIFT_DETECTED,
             "the router's startup config differs from the last applied one".into(),
         )
         .await;
@@ -208,14 +208,15 @@ async fn reset_to_pending(ctx: &Context, config: &VRouterConfig) -> Result<(), E
         Wanted {
             type_: condition::APPLIED,
             status: false,
-            reason: "DriftDetected",
+            reason: reason::DRIFT_DETECTED,
             message: next.message.clone(),
             observed_generation: generation,
         },
         Timestamp::now(),
     );
     objects::patch_status(&ctx.client, config, Some(&current), &next).await?;
-    ctx.event(config, true, "DriftDetected", next.message.clone()).await;
+    ctx.event(config, true, reason::DRIFT_DETECTED, next.message.clone())
+        .await;
     Ok(())
 }
 

@@ -247,15 +247,13 @@ pub fn proxmox_cluster(p: &ProxmoxCluster) -> Findings {
         let field = format!("spec.endpoints[{i}]");
         if endpoint.is_empty() {
             f.deny(field, "must not be empty");
-        } else if let Some(rest) = endpoint.strip_prefix("http://") {
-            if rest.is_empty() {
-                f.deny(field, "has no host");
-            } else {
-                f.warn(
-                    field,
-                    "uses plain http: the API token would cross the network unencrypted",
-                );
-            }
+        } else if endpoint.starts_with("http://") {
+            // The provider refuses it too; denying here keeps a cluster that
+            // could never sync out of the API.
+            f.deny(
+                field,
+                "uses plain http: the API token must not cross the network unencrypted; use https:// (with insecureSkipTLSVerify for a self-signed certificate)",
+            );
         } else if endpoint.strip_prefix("https://").is_none_or(str::is_empty) {
             f.deny(
                 field,

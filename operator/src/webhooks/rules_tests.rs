@@ -241,12 +241,16 @@ fn proxmox_cluster_endpoints_interval_and_credentials() {
         let p: ProxmoxCluster = parse(&format!("metadata: {{name: p}}\nspec: {spec}"));
         assert_denied(&proxmox_cluster(&p), denied);
     }
+    let plain: ProxmoxCluster =
+        parse("metadata: {name: p}\nspec: {endpoints: ['https://a:8006', 'http://b:8006'], credentialsRef: {name: c}}");
+    assert_denied(&proxmox_cluster(&plain), &[("spec.endpoints[1]", "uses plain http")]);
     let insecure: ProxmoxCluster = parse(
-        "metadata: {name: p}\nspec: {endpoints: ['http://a:8006'], credentialsRef: {name: c}, insecureSkipTLSVerify: true}",
+        "metadata: {name: p}\nspec: {endpoints: ['https://a:8006'], credentialsRef: {name: c}, insecureSkipTLSVerify: true}",
     );
     let f = proxmox_cluster(&insecure);
     assert!(f.is_allowed());
-    assert_eq!(f.warnings.len(), 2);
+    assert_eq!(f.warnings.len(), 1, "{:?}", f.warnings);
+    assert_eq!(f.warnings[0].field, "spec.insecureSkipTLSVerify");
 }
 
 #[test]
