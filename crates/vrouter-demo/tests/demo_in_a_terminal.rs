@@ -167,14 +167,20 @@ fn assert_nothing_left_running(marker: &str) {
     panic!("the demo left processes running: {left:#?}");
 }
 
-/// Temporary paths the demo printed (`/tmp/...` words in its output).
+/// Temporary paths the demo printed (`/tmp/...` words in its output), less
+/// the checkout itself, which may be a clone under /tmp (as CI's is).
 fn printed_temp_paths(output: &str) -> Vec<PathBuf> {
     let tmp = std::env::temp_dir();
     let tmp = tmp.to_string_lossy();
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the checkout exists");
     output
         .split(|c: char| c.is_whitespace() || c == ',' || c == ')' || c == '(' || c == ';')
         .filter(|word| word.starts_with(&*tmp) && word.len() > tmp.len() + 1)
         .map(PathBuf::from)
+        .filter(|path| !path.starts_with(&checkout))
         .collect()
 }
 
