@@ -30,7 +30,7 @@ use crate::examples;
 use crate::plan::{self, Item, Key, Plan, SimRouter, Simulation};
 use crate::progress::{say, secs};
 use crate::providers::DemoProviders;
-use crate::sim::{CONFIG_BOOT_IN_GUEST, PROXMOX_NODE, Simulated};
+use crate::sim::{CONFIG_BOOT_IN_GUEST, PROXMOX_NODE, SHOW_RUNNING_IN_GUEST, Simulated};
 
 pub struct Options {
     pub examples: PathBuf,
@@ -92,8 +92,10 @@ pub async fn run(opts: &Options, finished: &AtomicBool) -> anyhow::Result<()> {
     say(
         "substitute",
         format!(
-            "drift detection reads `{CONFIG_BOOT_IN_GUEST}` in each simulated guest's own directory instead of {}: the guests share this machine's filesystem",
-            vrouter_api::constants::CONFIG_BOOT_PATH
+            "drift detection reads `{CONFIG_BOOT_IN_GUEST}` and runs `{}` in each simulated guest's own directory instead of {} and `{}`: the guests share this machine's filesystem",
+            SHOW_RUNNING_IN_GUEST.join(" "),
+            vrouter_api::constants::CONFIG_BOOT_PATH,
+            vrouter_api::constants::SHOW_RUNNING_CONFIG.join(" ")
         ),
     );
 
@@ -109,6 +111,7 @@ pub async fn run(opts: &Options, finished: &AtomicBool) -> anyhow::Result<()> {
         Metrics::new(),
         Settings {
             config_boot_path: CONFIG_BOOT_IN_GUEST.into(),
+            running_config_command: SHOW_RUNNING_IN_GUEST.map(str::to_owned).to_vec(),
             ..Settings::default()
         },
         providers,
@@ -463,6 +466,18 @@ async fn repair_drift(client: &kube::Client, plan: &Plan, sim: &Simulated, limit
                     secs(edited.elapsed()),
                     commits() - before,
                     status.baseline_hash
+                ),
+            );
+            let running = if status.running_config_hash.is_empty() {
+                "not readable".to_owned()
+            } else {
+                status.running_config_hash.clone()
+            };
+            say(
+                "drift",
+                format!(
+                    "the router's configs as last read are in ConfigMap {}/{} (startup {}, running {running})",
+                    config_key.namespace, status.config_map_ref, status.startup_config_hash
                 ),
             );
             return Ok(());

@@ -27,6 +27,11 @@ const KUBEVIRT_NODE: &str = "node-1";
 /// `/config/config.boot` would be the same file for all of them.
 pub const CONFIG_BOOT_IN_GUEST: &str = "config.boot";
 
+/// How drift detection asks each guest for its running config: the
+/// sandbox's `cli-shell-api`, linked into the guest's own directory and run
+/// from there, for the same reason as [`CONFIG_BOOT_IN_GUEST`].
+pub const SHOW_RUNNING_IN_GUEST: [&str; 3] = ["./cli-shell-api", "showConfig", "--show-active-only"];
+
 /// A VM's guest: its agent process and its sandbox.
 pub struct Guest {
     pub agent: AgentProcess,
@@ -80,6 +85,8 @@ impl Simulated {
             let config_boot = sandbox.put_file("config.boot", initial_config_boot(target).as_bytes());
             std::os::unix::fs::symlink(&config_boot, root.join(CONFIG_BOOT_IN_GUEST))
                 .context("linking the guest's config.boot")?;
+            std::os::unix::fs::symlink(sandbox.dir().join("cli-shell-api"), root.join("cli-shell-api"))
+                .context("linking the guest's cli-shell-api")?;
             if let Simulation::Proxmox { vmid } = &router.simulation {
                 proxmox.add_vm(*vmid, PROXMOX_NODE, agent.socket_path());
             } else if let Simulation::KubeVirt { vmi_namespace, vmi } = &router.simulation {

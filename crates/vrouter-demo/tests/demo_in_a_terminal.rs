@@ -220,6 +220,13 @@ fn assert_complete_progress(output: &str) {
         output.lines().any(|l| l.starts_with("[drift] repaired after ")),
         "{output}"
     );
+    // Both of the router's configs were read back from its own guest.
+    assert!(
+        output
+            .lines()
+            .any(|l| l.starts_with("[drift] the router's configs") && l.contains(", running sha256:")),
+        "{output}"
+    );
     let summary = format!("[done] demo complete: {total}/{total} VRouterConfigs Applied, drift repaired, in ");
     assert!(
         output.lines().any(|l| l.starts_with(&summary)),
