@@ -1,5 +1,6 @@
 //! `cargo xtask testenv`: builds the test control plane (`kube-apiserver` and
-//! `etcd`) from Go modules, once per machine.
+//! `etcd`) and `helm` (which renders the chart in its tests) from Go modules,
+//! once per machine.
 //!
 //! Nothing is vendored. For each binary a scratch Go module is generated under
 //! the cache directory (`$VROUTER_TESTENV_CACHE`, default
@@ -13,6 +14,7 @@
 //!   typed by hand, so it follows the release.
 //! - `etcd`: `require go.etcd.io/etcd/server/v3 v3.6.16`, with its `../api`-style
 //!   sibling replaces turned into the published modules of the same version.
+//! - `helm`: `require helm.sh/helm/v3 v3.22.0`, which has no `replace` lines.
 //!
 //! Each binary is built with `CGO_ENABLED=0` under `nice -n 10` and stamped with
 //! the recipe that built it; when the binary and a matching stamp exist this
@@ -32,6 +34,8 @@ const KUBERNETES_VERSION: &str = "v1.37.2";
 const STAGING_VERSION: &str = "v0.37.2";
 /// The newest etcd 3.6 release; kube-apiserver 1.37 is tested against 3.6.
 const ETCD_VERSION: &str = "v3.6.16";
+/// The Helm release the chart is rendered and linted with in tests.
+const HELM_VERSION: &str = "v3.22.0";
 /// Bumped whenever the recipe below changes in a way that needs a rebuild.
 const RECIPE_REVISION: u32 = 1;
 
@@ -39,6 +43,7 @@ const RECIPE_REVISION: u32 = 1;
 pub struct Binaries {
     pub kube_apiserver: PathBuf,
     pub etcd: PathBuf,
+    pub helm: PathBuf,
 }
 
 /// One binary to build from a Go module.
@@ -56,7 +61,9 @@ struct GoBinary {
     /// What the replaced modules are pinned to; part of the stamp.
     pinned: &'static str,
     ldflags: fn() -> String,
-    /// What `<binary> --version` must print.
+    /// How the binary is asked for its version.
+    version_args: &'static [&'static str],
+    /// What the version command must print.
     version_banner: fn() -> String,
 }
 
@@ -68,6 +75,7 @@ const KUBE_APISERVER: GoBinary = GoBinary {
     replacement: staging_replacement,
     pinned: STAGING_VERSION,
     ldflags: kube_ldflags,
+    version_args: &["--version"],
     version_banner: || format!("Kubernetes {KUBERNETES_VERSION}"),
 };
 
@@ -79,7 +87,20 @@ const ETCD: GoBinary = GoBinary {
     replacement: etcd_sibling_replacement,
     pinned: ETCD_VERSION,
     ldflags: etcd_ldflags,
+    version_args: &["--version"],
     version_banner: || format!("etcd Version: {}", ETCD_VERSION.trim_start_matches('v')),
+};
+
+const HELM: GoBinary = GoBinary {
+    name: "helm",
+    module: "helm.sh/helm/v3",
+    version: HELM_VERSION,
+    package: "helm.sh/helm/v3/cmd/helm",
+    replacement: |_, _| None,
+    pinned: HELM_VERSION,
+    ldflags: helm_ldflags,
+    version_args: &["version", "--template", "{{ .Version }}"],
+    version_banner: || HELM_VERSION.to_owned(),
 };
 
 /// `k8s.io/X => ./staging/src/k8s.io/X` becomes `k8s.io/X v0.37.2`.
@@ -111,6 +132,22 @@ fn etcd_ldflags() -> String {
     "-s -w".to_owned()
 }
 
+/// The version helm reports, and the Kubernetes version it assumes when not
+/// told (its default without these is 1.20, which the chart refuses).
+fn helm_ldflags() -> String {
+    let minor = KUBERNETES_VERSION.split('.').nth(1).unwrap_or_default();
+    let mut flags = vec![
+        "-s".to_owned(),
+        "-w".to_owned(),
+        format!("-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"),
+    ];
+    for package in ["helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"] {
+        flags.push(format!("-X {package}.k8sVersionMajor=1"));
+        flags.push(format!("-X {package}.k8sVersionMinor={minor}"));
+    }
+    flags.join(" ")
+}
+
 impl GoBinary {
     /// The text of the stamp file: everything that, when changed, needs a rebuild.
     fn stamp(&self) -> String {
@@ -140,6 +177,7 @@ pub fn run() -> anyhow::Result<()> {
     let bins = ensure()?;
     println!("testenv: kube-apiserver {}", bins.kube_apiserver.display());
     println!("testenv: etcd           {}", bins.etcd.display());
+    println!("testenv: helm           {}", bins.helm.display());
     Ok(())
 }
 
@@ -154,7 +192,12 @@ pub fn ensure() -> anyhow::Result<Binaries> {
         .with_context(|| format!("locking {}", lock_path.display()))?;
     let kube_apiserver = ensure_one(&cache, &KUBE_APISERVER)?;
     let etcd = ensure_one(&cache, &ETCD)?;
-    Ok(Binaries { kube_apiserver, etcd })
+    let helm = ensure_one(&cache, &HELM)?;
+    Ok(Binaries {
+        kube_apiserver,
+        etcd,
+        helm,
+    })
 }
 
 fn ensure_one(cache: &Path, binary: &GoBinary) -> anyhow::Result<PathBuf> {
@@ -193,7 +236,7 @@ fn ensure_one(cache: &Path, binary: &GoBinary) -> anyhow::Result<PathBuf> {
             binary.package,
         ],
     )?;
-    check_version(&partial, &(binary.version_banner)())?;
+    check_version(&partial, binary.version_args, &(binary.version_banner)())?;
     fs::rename(&partial, &target).with_context(|| format!("moving {} into place", target.display()))?;
     fs::write(&stamp_path, stamp).with_context(|| format!("writing {}", stamp_path.display()))?;
     println!(
@@ -364,14 +407,18 @@ fn which(program: &str) -> bool {
 }
 
 /// Runs `<binary> --version` and checks that it names the expected release.
-fn check_version(binary: &Path, banner: &str) -> anyhow::Result<()> {
+fn check_version(binary: &Path, args: &[&str], banner: &str) -> anyhow::Result<()> {
     let output = Command::new(binary)
-        .arg("--version")
+        .args(args)
         .output()
-        .with_context(|| format!("running {} --version", binary.display()))?;
+        .with_context(|| format!("running {} {}", binary.display(), args.join(" ")))?;
     let text = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() || !text.contains(banner) {
-        bail!("{} --version printed {text:?}, expected {banner:?}", binary.display());
+        bail!(
+            "{} {} printed {text:?}, expected {banner:?}",
+            binary.display(),
+            args.join(" ")
+        );
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! Finding the `etcd` and `kube-apiserver` binaries that `cargo xtask testenv` builds.
+//! Finding the `etcd`, `kube-apiserver` and `helm` binaries that `cargo xtask testenv` builds.
 
 use std::path::PathBuf;
 
@@ -20,6 +20,12 @@ impl Binaries {
             etcd: locate_one("etcd", "VROUTER_ETCD")?,
         })
     }
+}
+
+/// `helm` (`VROUTER_HELM` when set, else the cache's `bin/`), which
+/// `cargo xtask testenv` builds too, for tests that render the chart.
+pub fn helm() -> Result<PathBuf, Error> {
+    locate_one("helm", "VROUTER_HELM")
 }
 
 fn locate_one(name: &'static str, env_var: &'static str) -> Result<PathBuf, Error> {

@@ -1,0 +1,240 @@
+//! The Helm chart, rendered by a real `helm` (built by `cargo xtask testenv`)
+//! and sent to a real kube-apiserver as a server-side dry run: every object
+//! it installs is one the API server accepts, its RBAC is the plain
+//! manifests', `watchNamespace` narrows that RBAC to one namespace, and a
+//! webhook without a CA is refused at render time.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kube::Resource;
+use kube::api::DynamicObject;
+use kube::core::GroupVersionKind;
+use kube::discovery::{Scope, pinned_kind};
+use serde_json::Value;
+use vrouter_testenv::TestEnv;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn chart() -> PathBuf {
+    root().join("deploy/helm/vrouter-operator")
+}
+
+fn helm() -> Command {
+    let path = vrouter_testenv::helm().unwrap_or_else(|e| panic!("{e}"));
+    Command::new(path)
+}
+
+/// `helm template` of the chart with `sets`; the objects, or helm's stderr.
+fn template(namespace: &str, sets: &[&str]) -> Result<Vec<Value>, String> {
+    let mut command = helm();
+    command
+        .args(["template", "vr"])
+        .arg(chart())
+        .args(["--namespace", namespace]);
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    let output = command.output().expect("run helm");
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    Ok(documents(&String::from_utf8(output.stdout).unwrap()))
+}
+
+fn documents(text: &str) -> Vec<Value> {
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_str(text)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+fn plain(file: &str) -> Vec<Value> {
+    documents(&std::fs::read_to_string(root().join("deploy/operator").join(file)).unwrap())
+}
+
+fn kinds(objects: &[Value]) -> Vec<String> {
+    let mut kinds: Vec<String> = objects.iter().map(|o| o["kind"].as_str().unwrap().to_owned()).collect();
+    kinds.sort();
+    kinds
+}
+
+fn one<'a>(objects: &'a [Value], kind: &str, name_ends: &str) -> &'a Value {
+    let found: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == kind && o["metadata"]["name"].as_str().unwrap().ends_with(name_ends))
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind} named *{name_ends}: {found:#?}");
+    found[0]
+}
+
+/// Creates each object as a server-side dry run, as `helm install` would
+/// create it; cert-manager's kinds are left out (no cert-manager here).
+async fn dry_run(client: &kube::Client, objects: &[Value]) {
+    for object in objects {
+        let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", object["apiVersion"].as_str().unwrap()),
+        };
+        if group == "cert-manager.io" {
+            continue;
+        }
+        let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap());
+        let (resource, capabilities) = pinned_kind(client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("the API server does not serve {gvk:?}: {e}"));
+        let namespace = match capabilities.scope {
+            Scope::Namespaced => Some(
+                object["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("a namespaced object without a namespace: {object:#?}")),
+            ),
+            Scope::Cluster => None,
+        };
+        // Strict: an unknown or duplicate field is an error, not a warning.
+        let url = format!(
+            "{}?dryRun=All&fieldValidation=Strict",
+            <DynamicObject as Resource>::url_path(&resource, namespace)
+        );
+        let request = http::Request::post(url)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(object).unwrap())
+            .unwrap();
+        client.request::<DynamicObject>(request).await.unwrap_or_else(|e| {
+            panic!(
+                "the API server refuses {} {:?}: {e}",
+                gvk.kind, object["metadata"]["name"]
+            )
+        });
+    }
+}
+
+#[test]
+fn the_chart_lints_clean() {
+    let output = helm().args(["lint", "--strict"]).arg(chart()).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
+async fn the_default_install_is_accepted_and_grants_what_the_plain_manifests_grant() {
+    let env = TestEnv::shared().await;
+    let ns = env.namespace("chart").await;
+    let objects = template(ns.name(), &[]).unwrap();
+    assert_eq!(
+        kinds(&objects),
+        [
+            "Certificate",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Issuer",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "Service",
+            "ServiceAccount",
+            "ValidatingWebhookConfiguration"
+        ]
+    );
+    dry_run(&env.client(), &objects).await;
+
+    let rbac = plain("rbac.yaml");
+    assert_eq!(
+        one(&objects, "ClusterRole", "vrouter-operator")["rules"],
+        one(&rbac, "ClusterRole", "vrouter-operator")["rules"]
+    );
+    assert_eq!(
+        one(&objects, "Role", "leader-election")["rules"],
+        one(&rbac, "Role", "leader-election")["rules"]
+    );
+    // The binding names the account the Deployment runs as.
+    let binding = one(&objects, "ClusterRoleBinding", "vrouter-operator");
+    let pod = &one(&objects, "Deployment", "vrouter-operator")["spec"]["template"]["spec"];
+    assert_eq!(binding["subjects"][0]["name"], pod["serviceAccountName"]);
+    assert_eq!(binding["subjects"][0]["namespace"], ns.name());
+    // cert-manager's certificate lands in the Secret the pod mounts.
+    let certificate = one(&objects, "Certificate", "webhook");
+    let mounted: Vec<&Value> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| &v["secret"]["secretName"])
+        .collect();
+    assert!(mounted.contains(&&certificate["spec"]["secretName"]), "{mounted:?}");
+}
+
+#[tokio::test]
+async fn watch_namespace_narrows_rbac_to_that_namespace() {
+    let env = TestEnv::shared().await;
+    let ns = env.namespace("chart-narrow").await;
+    let watched = env.namespace("chart-watched").await;
+    let objects = template(
+        ns.name(),
+        &[
+            &format!("watchNamespace={}", watched.name()),
+            "webhook.certManager.enabled=false",
+            "webhook.caBundle=Y2EK",
+        ],
+    )
+    .unwrap();
+    assert!(
+        !kinds(&objects).iter().any(|k| k.starts_with("Cluster")),
+        "nothing cluster-wide but the webhook: {:?}",
+        kinds(&objects)
+    );
+    dry_run(&env.client(), &objects).await;
+    let role = one(&objects, "Role", "vrouter-operator");
+    assert_eq!(role["metadata"]["namespace"], watched.name());
+    assert_eq!(
+        role["rules"],
+        one(&plain("rbac.yaml"), "ClusterRole", "vrouter-operator")["rules"]
+    );
+    let binding = one(&objects, "RoleBinding", "vrouter-operator");
+    assert_eq!(binding["metadata"]["namespace"], watched.name());
+    assert_eq!(binding["roleRef"]["kind"], "Role");
+    assert_eq!(binding["subjects"][0]["namespace"], ns.name());
+    // The leader-election Lease stays in the release namespace.
+    assert_eq!(
+        one(&objects, "Role", "leader-election")["metadata"]["namespace"],
+        ns.name()
+    );
+    let env_vars = &one(&objects, "Deployment", "vrouter-operator")["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env_vars
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "WATCH_NAMESPACE" && e["value"] == watched.name()),
+        "{env_vars:#?}"
+    );
+    let hooks = &one(&objects, "ValidatingWebhookConfiguration", "vrouter-operator")["webhooks"];
+    assert!(
+        hooks
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["clientConfig"]["caBundle"] == "Y2EK"),
+        "{hooks:#?}"
+    );
+}
+
+#[test]
+fn a_webhook_without_cert_manager_or_a_ca_is_refused_at_render_time() {
+    let err = template("vrouter-system", &["webhook.certManager.enabled=false"]).unwrap_err();
+    assert!(err.contains("webhook.caBundle is required"), "{err}");
+    // Without webhooks there is nothing to trust.
+    let objects = template(
+        "vrouter-system",
+        &["webhook.enabled=false", "webhook.certManager.enabled=false"],
+    )
+    .unwrap();
+    assert!(!kinds(&objects).contains(&"ValidatingWebhookConfiguration".to_owned()));
+}
