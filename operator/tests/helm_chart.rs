@@ -238,3 +238,29 @@ fn a_webhook_without_cert_manager_or_a_ca_is_refused_at_render_time() {
     .unwrap();
     assert!(!kinds(&objects).contains(&"ValidatingWebhookConfiguration".to_owned()));
 }
+
+#[tokio::test]
+async fn the_plain_manifests_are_accepted_too() {
+    let env = TestEnv::shared().await;
+    // The manifests name their namespace; it is created for real (dry-run
+    // objects in a namespace that does not exist are refused).
+    let namespace = plain("namespace.yaml");
+    assert_eq!(kinds(&namespace), ["Namespace"]);
+    let name = namespace[0]["metadata"]["name"].as_str().unwrap();
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(env.client());
+    if namespaces.get_opt(name).await.unwrap().is_none() {
+        namespaces
+            .create(
+                &Default::default(),
+                &serde_json::from_value(namespace[0].clone()).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let objects: Vec<Value> = ["rbac.yaml", "deployment.yaml", "webhook.yaml"]
+        .iter()
+        .flat_map(|f| plain(f))
+        .collect();
+    assert!(objects.len() >= 8, "{:?}", kinds(&objects));
+    dry_run(&env.client(), &objects).await;
+}
