@@ -9,7 +9,7 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 use vrouter_api::VRouterTarget;
-use vrouter_providers::{FactoryContext, KubeLookup, Provider, ProviderError, build_provider};
+use vrouter_providers::{FactoryContext, GuestTiming, KubeLookup, Provider, ProviderError, build_provider};
 
 use crate::lookup_cache::CachedLookup;
 
@@ -34,6 +34,19 @@ pub struct FactoryProviders {
 impl Providers for FactoryProviders {
     async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
         build_provider(target, &self.lookup, &self.factory).await
+    }
+}
+
+/// How the providers poll short helper commands in the guest (the
+/// readiness check's `systemctl`, file assembly). Every apply waits on
+/// two readiness checks, and at the agent library's 250 ms interval they
+/// were most of an apply's latency (docs/benchmarks.md); such a command
+/// exits within tens of milliseconds, so a 50 ms poll costs a request or
+/// two more per check.
+pub fn guest_timing() -> GuestTiming {
+    GuestTiming {
+        poll_interval: Duration::from_millis(50),
+        ..GuestTiming::default()
     }
 }
 

@@ -76,6 +76,7 @@ async fn main() -> anyhow::Result<()> {
         lookup: CachedLookup::new(KubeLookup::new(client.clone()), lookup_cache::DEFAULT_TTL),
         factory: FactoryContext {
             client: Some(client.clone()),
+            guest_timing: vrouter_operator::context::guest_timing(),
             ..FactoryContext::default()
         },
     });

@@ -75,6 +75,7 @@ impl Providers for ScaleProviders {
         let name = target.metadata.name.clone().unwrap_or_default();
         let factory = FactoryContext {
             guest_paths: self.paths.get(&name).cloned().unwrap_or_default(),
+            guest_timing: vrouter_operator::context::guest_timing(),
             ..FactoryContext::default()
         };
         build_provider(target, &self.lookup, &factory).await
@@ -165,6 +166,36 @@ fn params_body() -> Value {
         "neighbors": neighbors,
         "asn": 64500,
     }}})
+}
+
+/// Creates in flight in the plain client's concurrent run: the binding
+/// controller's own limit.
+const RAW_CONCURRENCY: usize = 16;
+
+/// Seconds a plain client takes to create `count` VRouterConfigs like the
+/// generated ones, `in_flight` at a time.
+async fn raw_creates(ns: &TestNamespace, count: usize, in_flight: usize) -> f64 {
+    let api = ns.api::<VRouterConfig>();
+    let commands = "set system host-name rN\nset system domain-name example.net\n".repeat(4);
+    let configs: Vec<VRouterConfig> = (0..count)
+        .map(|i| {
+            serde_json::from_value(json!({
+                "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterConfig",
+                "metadata": {"name": format!("edge.r{i}"), "labels": {"vrouter.kojuro.date/binding": "edge"}},
+                "spec": {"targetRef": {"name": format!("r{i}")}, "commands": commands, "config": "protocols {\n}\n"},
+            }))
+            .unwrap()
+        })
+        .collect();
+    let params = PostParams::default();
+    let started = Instant::now();
+    futures::stream::iter(configs.iter().map(|c| api.create(&params, c)))
+        .buffer_unordered(in_flight)
+        .for_each(|created| async move {
+            created.expect("a plain create");
+        })
+        .await;
+    started.elapsed().as_secs_f64()
 }
 
 /// When each config was first seen and first seen Applied for its
@@ -266,21 +297,10 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     let admin = env.client();
 
     // The physical limit: a plain client creating the same number of
-    // similar VRouterConfigs, one after another, on this server now.
-    let raw_ns = env.namespace("raw").await;
-    let raw_api = raw_ns.api::<VRouterConfig>();
-    let commands = "set system host-name rN\nset system domain-name example.net\n".repeat(4);
-    let raw_started = Instant::now();
-    for i in 0..targets {
-        let config: VRouterConfig = serde_json::from_value(json!({
-            "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterConfig",
-            "metadata": {"name": format!("edge.r{i}"), "labels": {"vrouter.kojuro.date/binding": "edge"}},
-            "spec": {"targetRef": {"name": format!("r{i}")}, "commands": commands, "config": "protocols {\n}\n"},
-        }))
-        .unwrap();
-        raw_api.create(&PostParams::default(), &config).await.unwrap();
-    }
-    let raw_seconds = raw_started.elapsed().as_secs_f64();
+    // similar VRouterConfigs on this server now, one after another and with
+    // as many in flight as the binding controller keeps.
+    let raw_sequential = raw_creates(&env.namespace("raw").await, targets, 1).await;
+    let raw_seconds = raw_creates(&env.namespace("raw").await, targets, RAW_CONCURRENCY).await;
 
     let ns = env.namespace("scale").await;
     let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
@@ -384,6 +404,8 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         "targets": targets,
         "agents": agents,
         "raw_create_seconds": raw_seconds,
+        "raw_create_concurrency": RAW_CONCURRENCY,
+        "raw_create_sequential_seconds": raw_sequential,
         "configs_written_seconds": written.as_secs_f64(),
         "written_vs_raw_ratio": written.as_secs_f64() / raw_seconds,
         "all_applied_seconds": applied.as_secs_f64(),

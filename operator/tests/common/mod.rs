@@ -44,6 +44,7 @@ impl Providers for SandboxedProviders {
         let factory = FactoryContext {
             client: Some(self.client.clone()),
             guest_paths: self.paths.get(&name).cloned().unwrap_or_default(),
+            guest_timing: vrouter_operator::context::guest_timing(),
             ..FactoryContext::default()
         };
         build_provider(target, &self.lookup, &factory).await
