@@ -1,6 +1,7 @@
 //! `cargo xtask <command>`: the project's automation, in Rust so it runs the
 //! same on every machine.
 
+mod bench;
 mod demo;
 mod gen_crds;
 mod prepare;
@@ -36,6 +37,8 @@ enum Command {
         #[arg(long)]
         keep: bool,
     },
+    /// Run every benchmark, the scale run and the apply-latency run; write docs/benchmarks.md.
+    Bench(bench::Options),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,6 +49,7 @@ fn main() -> anyhow::Result<()> {
         Command::Test => test::run(&root),
         Command::Testenv => testenv_bins::run(),
         Command::Demo { keep } => demo::run(&root, keep),
+        Command::Bench(options) => bench::run(&root, &options),
     }
 }
 
