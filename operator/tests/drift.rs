@@ -253,3 +253,44 @@ async fn configs_too_large_for_a_config_map_are_reported_not_truncated() {
     // The older, smaller copy is gone rather than left to mislead.
     assert!(config_map(&site).await.is_none());
 }
+
+#[tokio::test]
+async fn the_router_is_read_once_per_sync_interval_not_on_every_wake_up() {
+    let settings = Settings {
+        config_boot_path: String::new(), // the router's sandbox, see common
+        ..Settings::default()
+    };
+    let site = site("drift-quiet", &["r1"], settings).await;
+    let ns = &site.ns;
+    create::<VRouterConfig>(ns, json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}})).await;
+    // The default interval (5m): after the first sync, nothing is due.
+    let first = wait_for("the first sync", Duration::from_secs(60), || async {
+        status(&site).await.filter(|s| !s.baseline_hash.is_empty())
+    })
+    .await;
+    assert!(first.last_fetch_time.is_some());
+    let sandbox = &site.routers["r1"].sandbox;
+    // Let the echoes of the first sync's own writes (status, ConfigMap) arrive.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let reads = sandbox.running_config_reads();
+    assert!(reads >= 1, "the first sync read the running config");
+    // The config changes in ways that are not a new apply (a label, as
+    // kubectl label does; a status write, as every rollout step does): each
+    // wakes this VRouterStatus, none makes a read due.
+    let configs = ns.api::<VRouterConfig>();
+    for i in 0..3 {
+        configs
+            .patch(
+                "c",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"touched": i.to_string()}}})),
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(sandbox.running_config_reads(), reads, "read again before the interval");
+    assert_eq!(status(&site).await.unwrap().last_fetch_time, first.last_fetch_time);
+    assert_eq!(applies(&site), 1);
+}

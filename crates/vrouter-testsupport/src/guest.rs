@@ -94,6 +94,7 @@ impl GuestSandbox {
             &format!(
                 "#!/bin/bash\nif [ \"$*\" != 'showConfig --show-active-only' ]; then\n\
                  echo \"unexpected cli-shell-api call: $*\" >&2; exit 2; fi\n\
+                 printf '.' >> '{d}/cli-shell-api.log'\n\
                  cat '{d}/{RUNNING}'\n",
                 d = sandbox.dir.display()
             ),
@@ -198,6 +199,13 @@ impl GuestSandbox {
             "showConfig".into(),
             "--show-active-only".into(),
         ]
+    }
+
+    /// How many times the running config was shown (`cli-shell-api` ran).
+    pub fn running_config_reads(&self) -> usize {
+        fs::read(self.dir.join("cli-shell-api.log"))
+            .map(|b| b.len())
+            .unwrap_or(0)
     }
 
     /// The guest's running config, as the stubs keep it.

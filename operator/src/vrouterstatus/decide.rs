@@ -41,6 +41,31 @@ pub struct Sync {
     pub drift_started: bool,
 }
 
+/// How long until the router is due to be read again, or `None` when it is
+/// due now: never read, a full interval since the last read, an apply not
+/// yet baselined, or a drift waiting to be repaired (say, just unpaused).
+/// Reconciles woken for anything else — among them this controller's own
+/// status and ConfigMap writes — must not read the router.
+pub fn sync_wait(
+    status: &VRouterStatusStatus,
+    config: &ConfigView,
+    interval: std::time::Duration,
+    now: Timestamp,
+) -> Option<std::time::Duration> {
+    let last_fetch = status.last_fetch_time.as_ref()?;
+    let applied_since_baseline = match (&config.last_applied_time, &status.last_baseline_time) {
+        (Some(applied), Some(baseline)) => applied.0 > baseline.0,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let repair_due = status.drift_detected && !config.paused && config.phase == Phase::Applied;
+    if applied_since_baseline || repair_due {
+        return None;
+    }
+    let since = now.duration_since(last_fetch.0).unsigned_abs();
+    interval.checked_sub(since).filter(|wait| !wait.is_zero())
+}
+
 /// Decides one successful sync (the proposal's steps 6–8).
 pub fn on_read(status: &VRouterStatusStatus, config: &ConfigView, reading: &Reading, now: Timestamp) -> Sync {
     let mut status = status.clone();
@@ -126,6 +151,87 @@ pub fn too_large_to_store(startup: usize, running: usize, limit: usize) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_router_is_read_only_when_a_read_is_due() {
+        use std::time::Duration;
+        let minute = Duration::from_secs(60);
+        // Baselined for the apply at t=10, last read at t=11.
+        let fresh = baselined("a");
+        let drifted = on_read(&fresh, &config(Phase::Applied, Some(10), false), &reading("b"), at(20)).status;
+        assert!(drifted.drift_detected);
+        let never_read = VRouterStatusStatus::default();
+        let cases: &[(&str, &VRouterStatusStatus, ConfigView, i64, Option<u64>)] = &[
+            (
+                "never read",
+                &never_read,
+                config(Phase::Applied, Some(10), false),
+                11,
+                None,
+            ),
+            (
+                "own write echoed back",
+                &fresh,
+                config(Phase::Applied, Some(10), false),
+                12,
+                Some(59),
+            ),
+            (
+                "half an interval",
+                &fresh,
+                config(Phase::Applied, Some(10), false),
+                41,
+                Some(30),
+            ),
+            (
+                "interval elapsed",
+                &fresh,
+                config(Phase::Applied, Some(10), false),
+                71,
+                None,
+            ),
+            (
+                "long overdue",
+                &fresh,
+                config(Phase::Applied, Some(10), false),
+                5000,
+                None,
+            ),
+            ("a new apply", &fresh, config(Phase::Applied, Some(12), false), 13, None),
+            (
+                "applying, not yet applied",
+                &fresh,
+                config(Phase::Applying, Some(10), false),
+                14,
+                Some(57),
+            ),
+            (
+                "drift, paused",
+                &drifted,
+                config(Phase::Applied, Some(10), true),
+                21,
+                Some(59),
+            ),
+            (
+                "drift, unpaused",
+                &drifted,
+                config(Phase::Applied, Some(10), false),
+                21,
+                None,
+            ),
+            (
+                "drift, being re-applied",
+                &drifted,
+                config(Phase::Pending, Some(10), false),
+                21,
+                Some(59),
+            ),
+        ];
+        for (name, status, view, now, want) in cases {
+            let got = sync_wait(status, view, minute, at(*now));
+            assert_eq!(got, want.map(Duration::from_secs), "{name}");
+        }
+    }
 
     #[test]
     fn configs_larger_than_a_config_map_are_refused_by_name_and_size() {

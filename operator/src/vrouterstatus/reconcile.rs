@@ -42,15 +42,19 @@ pub async fn reconcile(vrs: Arc<VRouterStatus>, ctx: Arc<Context>) -> Result<Act
     let started = Instant::now();
     let result = sync(&vrs, &ctx).await;
     ctx.metrics.reconciled(CONTROLLER, started.elapsed(), result.is_err());
-    result?;
-    Ok(Action::requeue(
-        vrs.spec.sync_interval.to_std().max(Duration::from_secs(1)),
-    ))
+    let wait = result?;
+    Ok(Action::requeue(wait.unwrap_or_else(|| sync_interval(&vrs))))
 }
 
-async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
+fn sync_interval(vrs: &VRouterStatus) -> Duration {
+    vrs.spec.sync_interval.to_std().max(Duration::from_secs(1))
+}
+
+/// One sync; returns when the next is due if that is not a full interval
+/// from now.
+async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Error> {
     if vrs.meta().deletion_timestamp.is_some() {
-        return Ok(());
+        return Ok(None);
     }
     let namespace = vrs.namespace().unwrap_or_default();
     let current = vrs.status.clone().unwrap_or_default();
@@ -60,14 +64,25 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
     if config_ref.crosses_namespace(&namespace) {
         let next = fail(format!("spec.configRef must stay in namespace {namespace:?}"));
         objects::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
-        return Ok(());
+        return Ok(None);
     }
     let configs: Api<VRouterConfig> = Api::namespaced(ctx.client.clone(), &namespace);
     let Some(config) = configs.get_opt(&config_ref.name).await? else {
         let next = fail(format!("VRouterConfig {:?} not found", config_ref.name));
         objects::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
-        return Ok(());
+        return Ok(None);
     };
+    let view = ConfigView {
+        phase: config.status.as_ref().map(|s| s.phase).unwrap_or_default(),
+        last_applied_time: config.status.as_ref().and_then(|s| s.last_applied_time.clone()),
+        paused: is_paused(&config),
+    };
+    // Every write of this status (and of its ConfigMap) comes back as a
+    // watch event; without this the router would be read again at once,
+    // and the new lastFetchTime written again, in a loop.
+    if let Some(wait) = decide::sync_wait(&current, &view, sync_interval(vrs), now) {
+        return Ok(Some(wait));
+    }
     let targets: Api<VRouterTarget> = Api::namespaced(ctx.client.clone(), &namespace);
     let read = async {
         let target = targets
@@ -94,7 +109,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
             // the controller's error backoff.
             let next = fail(why);
             objects::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
-            return Ok(());
+            return Ok(None);
         }
     };
     // The running config is for people to compare with the startup one;
@@ -115,16 +130,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
             decide::config_hash(&running)
         },
     };
-    let mut sync = decide::on_read(
-        &current,
-        &ConfigView {
-            phase: config.status.as_ref().map(|s| s.phase).unwrap_or_default(),
-            last_applied_time: config.status.as_ref().and_then(|s| s.last_applied_time.clone()),
-            paused: is_paused(&config),
-        },
-        &reading,
-        now,
-    );
+    let mut sync = decide::on_read(&current, &view, &reading, now);
     sync.status.config_map_ref = store_configs(ctx, vrs, &startup, &running, &mut sync.status.message).await?;
     objects::patch_status(&ctx.client, vrs, Some(&current), &sync.status).await?;
     if sync.drift_started {
@@ -139,7 +145,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<(), Error> {
     if sync.reset_config {
         reset_to_pending(ctx, &config).await?;
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Stores both configs in the ConfigMap; refuses (and says so in the
