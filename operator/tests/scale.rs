@@ -273,6 +273,10 @@ fn table(counts: &Counts) -> Vec<Value> {
 struct Fleet {
     _agents: Vec<AgentProcess>,
     paths: HashMap<String, GuestPaths>,
+    /// What drift detection reads from every router: one saved config
+    /// shared by all (the setting is global), so each VRouterStatus sync
+    /// costs a real file read and a real command through the agent.
+    drift_settings: Settings,
 }
 
 async fn build_fleet(ns: &TestNamespace, pve: &FakeProxmox, targets: usize, agents: usize) -> Fleet {
@@ -285,9 +289,18 @@ async fn build_fleet(ns: &TestNamespace, pve: &FakeProxmox, targets: usize, agen
         paths.insert(format!("r{i}"), sandbox.paths());
         create::<VRouterTarget>(ns, target_body(i)).await;
     }
+    let saved = agent_processes[0].dir().join("config.boot");
+    std::fs::write(&saved, "system {\n    host-name scale\n}\n").unwrap();
+    let saved = saved.to_string_lossy().into_owned();
+    let drift_settings = Settings {
+        config_boot_path: saved.clone(),
+        running_config_command: vec!["/bin/cat".into(), saved],
+        ..Settings::default()
+    };
     Fleet {
         _agents: agent_processes,
         paths,
+        drift_settings,
     }
 }
 
@@ -338,6 +351,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         .unwrap();
     let namespace = ns.name().to_owned();
     let paths = fleet.paths.clone();
+    let settings = fleet.drift_settings.clone();
     let cpu_at_start = cpu_seconds_of_threads("operator");
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
     operator_rt.spawn(async move {
@@ -346,7 +360,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
             lookup: CachedLookup::new(KubeLookup::new(client.clone()), lookup_cache::DEFAULT_TTL),
             paths,
         });
-        let ctx = Arc::new(Context::new(client, Metrics::new(), Settings::default(), providers));
+        let ctx = Arc::new(Context::new(client, Metrics::new(), settings, providers));
         run::controllers(ctx, Some(namespace), async move {
             let _ = stopped.wait_for(|s| *s).await;
         })
@@ -390,13 +404,19 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         .map(|(s, n)| (s.clone(), *n))
         .collect();
     let idle_secs = idle.as_secs();
-    let statuses = ns
+    let status_objects = ns
         .api::<vrouter_api::VRouterStatus>()
         .list(&Default::default())
         .await
         .unwrap()
-        .items
-        .len() as u64;
+        .items;
+    let statuses = status_objects.len() as u64;
+    // Drift detection really read every router (a failing read writes
+    // nothing, which would flatter the idle figures).
+    let synced = status_objects
+        .iter()
+        .filter(|s| s.status.as_ref().is_some_and(|s| !s.baseline_hash.is_empty()))
+        .count();
     let heartbeat_bound = (idle_secs / CLUSTER_SYNC + 1) + statuses * (idle_secs / STATUS_SYNC + 1);
 
     let _ = stop.send(true);
@@ -427,6 +447,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         "idle_other_writes": requests::total(&idle_writes, |_| true),
         "idle_requests_by_series": table(&idle_counts),
         "vrouterstatuses": statuses,
+        "vrouterstatuses_synced": synced,
     });
     println!("{}", serde_json::to_string_pretty(&report).unwrap());
     if let Ok(path) = std::env::var("VROUTER_BENCH_OUT") {
@@ -438,6 +459,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         .iter()
         .map(|(s, n)| (format!("{} {}", s.verb, s.path()), *n))
         .collect();
+    assert_eq!(synced, targets, "every router's VRouterStatus took a baseline");
     assert!(
         per_config <= REQUESTS_PER_CONFIG_BUDGET,
         "{per_config:.1} API requests per VRouterConfig (budget {REQUESTS_PER_CONFIG_BUDGET}): {by_series:#?}"
