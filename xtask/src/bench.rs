@@ -470,14 +470,20 @@ const NOTES: &str = r#"
 - **Where the requests per VRouterConfig go** (see the table above): the
   create, the finalizer, three status writes around an apply (Applied=False
   before the dispatch, the exec handle, the result), an Event, the
-  VRouterStatus the first success creates and its first status write. The
-  rest are reads: about five GETs of the target per config, one per
-  reconcile (most reconciles are woken by the controller's own status
-  writes, which it cannot tell from a drift reset written by the
-  VRouterStatus controller), and two GETs of the config by the VRouterStatus
-  controller. The target is read fresh on purpose: a reboot stamp read from a
-  cache behind the event that woke the reconcile would be missed.
-- **Fixed after the first measurement** (1,000 targets, same machine): the
+  VRouterStatus the first success creates, its status writes and its
+  ConfigMap (drift detection reads config.boot and the running config of
+  every router in this run, through the agent, as in production). The rest
+  are reads: about five GETs of the target per config, one per reconcile
+  (most reconciles are woken by the controller's own status writes, which it
+  cannot tell from a drift reset written by the VRouterStatus controller),
+  and the VRouterStatus controller's GETs of its config and ConfigMap (it
+  reads the config on every wake-up to decide whether a sync is due; only
+  due syncs touch the router). The target is read fresh on purpose: a
+  reboot stamp read from a cache behind the event that woke the reconcile
+  would be missed.
+- **Fixed after the first measurement** (1,000 targets, same machine): a
+  VRouterStatus read its router on every wake-up (its own writes, each
+  rollout status write of its config); it now reads only when a sync is due. The
   provider's ProxmoxCluster and Secret reads are cached for 10 s (they were
   5.7 GETs per config at 100 targets), the binding lists its targets once
   instead of a GET each, the VRouterStatus is created without a GET first,
