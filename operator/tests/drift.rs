@@ -56,16 +56,26 @@ async fn config_map(site: &common::Site) -> Option<k8s_openapi::api::core::v1::C
         .unwrap()
 }
 
-#[tokio::test]
-async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
+/// One router whose drift detection reads its own sandbox (see common).
+async fn drift_site(hint: &str) -> common::Site {
     let settings = Settings {
-        config_boot_path: String::new(), // the router's sandbox, see common
+        config_boot_path: String::new(),
         ..Settings::default()
     };
-    let site = site("drift", &["r1"], settings).await;
+    site(hint, &["r1"], settings).await
+}
+
+/// The config `c` for r1; its first apply creates the VRouterStatus `c`.
+async fn create_config(site: &common::Site) {
+    create::<VRouterConfig>(&site.ns, json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}})).await;
+}
+
+#[tokio::test]
+async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
+    let site = drift_site("drift").await;
     write_config_boot(&site, "system { host-name before-the-operator }\n");
     let ns = &site.ns;
-    create::<VRouterConfig>(ns, json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}})).await;
+    create_config(&site).await;
     let configs = ns.api::<VRouterConfig>();
     wait_for("Applied", Duration::from_secs(60), || async {
         config_phase(&configs, "c")
@@ -206,13 +216,9 @@ fn hex_sha256(bytes: &[u8]) -> String {
 
 #[tokio::test]
 async fn configs_too_large_for_a_config_map_are_reported_not_truncated() {
-    let settings = Settings {
-        config_boot_path: String::new(), // the router's sandbox, see common
-        ..Settings::default()
-    };
-    let site = site("drift-large", &["r1"], settings).await;
+    let site = drift_site("drift-large").await;
     let ns = &site.ns;
-    create::<VRouterConfig>(ns, json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}})).await;
+    create_config(&site).await;
     let statuses = ns.api::<VRouterStatus>();
     wait_for("the VRouterStatus", Duration::from_secs(60), || async {
         statuses.get_opt("c").await.ok()?
@@ -256,13 +262,9 @@ async fn configs_too_large_for_a_config_map_are_reported_not_truncated() {
 
 #[tokio::test]
 async fn the_router_is_read_once_per_sync_interval_not_on_every_wake_up() {
-    let settings = Settings {
-        config_boot_path: String::new(), // the router's sandbox, see common
-        ..Settings::default()
-    };
-    let site = site("drift-quiet", &["r1"], settings).await;
+    let site = drift_site("drift-quiet").await;
     let ns = &site.ns;
-    create::<VRouterConfig>(ns, json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}})).await;
+    create_config(&site).await;
     // The default interval (5m): after the first sync, nothing is due.
     let first = wait_for("the first sync", Duration::from_secs(60), || async {
         status(&site).await.filter(|s| !s.baseline_hash.is_empty())
