@@ -42,12 +42,13 @@ use common::requests::{self, Counts, Series};
 
 /// Budget: API requests (all verbs, every resource) per VRouterConfig, from
 /// the binding's creation until everything is Applied and quiet. Each
-/// config costs about ten writes (create, finalizer, three status writes
-/// around the apply, an Event, its VRouterStatus and that object's first
-/// status) and a GET of the target per reconcile. Measured: 17–18 at 100
-/// and 1,000 targets (32 before docs/benchmarks.md's fixes). The headroom
-/// is for slower machines, where an apply runs longer and each extra exec
-/// poll reads the target once more.
+/// config costs about eleven writes (create, finalizer, three status writes
+/// around the apply, an Event, its VRouterStatus, that object's status
+/// writes and its ConfigMap) and a GET of the target per reconcile.
+/// Measured: 20–21 at 100 targets and 21.4 at 1,000 with drift detection
+/// reading every router (17–18 before it did; 32 before
+/// docs/benchmarks.md's fixes). The headroom is for slower machines, where
+/// an apply runs longer and each extra exec poll reads the target once more.
 const REQUESTS_PER_CONFIG_BUDGET: f64 = 25.0;
 /// The ProxmoxCluster's default syncInterval.
 const CLUSTER_SYNC: u64 = 60;
