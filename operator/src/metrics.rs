@@ -55,6 +55,10 @@ pub struct Metrics {
     /// From dispatch of an apply to the poll that saw it finish.
     pub exec_poll_latency: Histogram,
     pub admission_reviews: Family<WebhookLabels, Counter>,
+    /// Drift detection's reads of a router, by result: read, failed.
+    pub drift_reads: Family<ResultLabels, Counter>,
+    /// Drifts newly seen (a startup config changed outside the operator).
+    pub drifts_detected: Counter,
 }
 
 impl Default for Metrics {
@@ -74,6 +78,8 @@ impl Metrics {
         let rollouts = Family::<StateLabels, Counter>::default();
         let exec_poll_latency = duration_histogram();
         let admission_reviews = Family::<WebhookLabels, Counter>::default();
+        let drift_reads = Family::<ResultLabels, Counter>::default();
+        let drifts_detected = Counter::default();
         registry.register("reconciles", "Reconciles started, by controller", reconciles.clone());
         registry.register(
             "reconcile_errors",
@@ -101,6 +107,16 @@ impl Metrics {
             "Admission reviews answered, by kind and outcome",
             admission_reviews.clone(),
         );
+        registry.register(
+            "drift_reads",
+            "Reads of a router's startup and running configs by drift detection, by result",
+            drift_reads.clone(),
+        );
+        registry.register(
+            "drifts_detected",
+            "Drifts newly detected: a router's startup config changed outside the operator",
+            drifts_detected.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             reconciles,
@@ -110,6 +126,8 @@ impl Metrics {
             rollouts,
             exec_poll_latency,
             admission_reviews,
+            drift_reads,
+            drifts_detected,
         }
     }
 

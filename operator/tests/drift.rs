@@ -207,6 +207,18 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
         (applies(&site) == 3).then_some(())
     })
     .await;
+    // Two drifts (the hand-saved config, the one made while paused), each
+    // counted once however many syncs saw it; no read failed.
+    let metrics = site.ctx.metrics.encode();
+    assert!(metrics.contains("vrouter_drifts_detected_total 2\n"), "{metrics}");
+    assert!(
+        !metrics.contains("vrouter_drift_reads_total{result=\"failed\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("vrouter_drift_reads_total{result=\"read\"}"),
+        "{metrics}"
+    );
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {

@@ -18,6 +18,7 @@ use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
 use super::decide::{self, ConfigView, Reading};
 use crate::conditions::{self, Wanted};
 use crate::context::Context;
+use crate::metrics::ResultLabels;
 use crate::objects::{self, MANAGER};
 use crate::vrouterconfig::reconcile::is_paused;
 
@@ -104,6 +105,10 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
     let (startup, provider) = match read.await {
         Ok(read) => read,
         Err(why) => {
+            ctx.metrics
+                .drift_reads
+                .get_or_create(&ResultLabels { result: "failed" })
+                .inc();
             // No error return: a router that cannot be read is reported in
             // Synced=False and looked at again after syncInterval, without
             // the controller's error backoff.
@@ -112,6 +117,10 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
             return Ok(None);
         }
     };
+    ctx.metrics
+        .drift_reads
+        .get_or_create(&ResultLabels { result: "read" })
+        .inc();
     // The running config is for people to compare with the startup one;
     // drift is decided on the startup config alone, so a router whose
     // running config cannot be shown is still checked.
@@ -134,6 +143,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
     sync.status.config_map_ref = store_configs(ctx, vrs, &startup, &running, &mut sync.status.message).await?;
     objects::patch_status(&ctx.client, vrs, Some(&current), &sync.status).await?;
     if sync.drift_started {
+        ctx.metrics.drifts_detected.inc();
         ctx.event(
             vrs,
             true,
