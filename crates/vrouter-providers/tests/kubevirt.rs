@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use vrouter_providers::kubevirt::{KubeVirtOptions, KubeVirtProvider};
-use vrouter_providers::{ExecHandle, ExecOutcome, ExecStatus, GuestTiming, Provider, ProviderError};
+use vrouter_providers::{GuestTiming, Provider, ProviderError};
 use vrouter_testsupport::guest::GuestSandbox;
 use vrouter_testsupport::kube::FakeKubeApi;
-use vrouter_testsupport::{AgentProcess, start_agent};
+use vrouter_testsupport::{AgentProcess, start_agent, wait_for_exit};
 
 const NS: &str = "routers";
 const VM: &str = "vyos-a";
@@ -56,17 +56,6 @@ impl Guest {
     }
 }
 
-/// Polls until the apply exits (bounded by an iteration count, not a clock).
-async fn wait(provider: &dyn Provider, handle: ExecHandle) -> ExecOutcome {
-    for _ in 0..1000 {
-        match provider.get_exec_status(handle).await.unwrap() {
-            ExecStatus::Running => tokio::time::sleep(Duration::from_millis(20)).await,
-            ExecStatus::Exited(outcome) => return outcome,
-        }
-    }
-    panic!("apply {handle} still running after 1000 polls");
-}
-
 const CONFIG: &str = "interfaces {\n    ethernet eth0 {\n        description \"Zürich ✓\"\n    }\n}\n";
 
 #[tokio::test]
@@ -81,7 +70,7 @@ async fn full_apply_path_through_virsh_in_the_launcher_pod() {
     );
 
     let handle = p.exec_script(CONFIG, "set system host-name a", true).await.unwrap();
-    let outcome = wait(&p, handle).await;
+    let outcome = wait_for_exit(&p, handle).await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
     assert_eq!(g.sandbox.loaded_config().as_deref(), Some(CONFIG.as_bytes()));
     assert_eq!(
@@ -116,7 +105,7 @@ async fn failure_marker_fails_the_apply_and_files_read_back_exactly() {
         g.sandbox.systemctl_calls(),
         ["show -p SubState --value dozenos-router.service"]
     );
-    let outcome = wait(&p, p.exec_script("", "set interfaces INVALID", true).await.unwrap()).await;
+    let outcome = wait_for_exit(&p, p.exec_script("", "set interfaces INVALID", true).await.unwrap()).await;
     assert_eq!(outcome.exit_code, 0);
     assert!(outcome.failure().unwrap().contains("Set failed"), "{outcome:?}");
 
@@ -126,7 +115,7 @@ async fn failure_marker_fails_the_apply_and_files_read_back_exactly() {
     assert_eq!(p.read_file(&path).await.unwrap(), content);
 
     // The running config comes from a command, through the same carrier.
-    let saved = wait(&p, p.exec_script(CONFIG, "", true).await.unwrap()).await;
+    let saved = wait_for_exit(&p, p.exec_script(CONFIG, "", true).await.unwrap()).await;
     assert_eq!(saved.failure(), None, "{saved:?}");
     let running = p.read_command_output(&g.sandbox.show_config_command()).await.unwrap();
     assert_eq!(running, CONFIG.as_bytes());
@@ -220,7 +209,7 @@ async fn script_larger_than_one_agent_write_arrives_whole() {
     }
     config.push_str("}\n");
     assert!(config.len() > 3 * 48 * 1024);
-    let outcome = wait(&p, p.exec_script(&config, "", true).await.unwrap()).await;
+    let outcome = wait_for_exit(&p, p.exec_script(&config, "", true).await.unwrap()).await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
     assert_eq!(g.sandbox.loaded_config().as_deref(), Some(config.as_bytes()));
     let writes = g

@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use vrouter_providers::proxmox::{ApiToken, ClusterClient, ClusterVm, ProxmoxProvider, ProxmoxSettings};
-use vrouter_providers::{ExecHandle, ExecOutcome, ExecStatus, GuestTiming, Provider, ProviderError};
+use vrouter_providers::{ExecStatus, GuestTiming, Provider, ProviderError};
 use vrouter_testsupport::guest::GuestSandbox;
 use vrouter_testsupport::proxmox::{FakeProxmox, SilentEndpoint, refusing_endpoint};
-use vrouter_testsupport::{AgentProcess, start_agent};
+use vrouter_testsupport::{AgentProcess, start_agent, wait_for_exit};
 
 const TOKEN_ID: &str = "root@pam!vrouter";
 const TOKEN_SECRET: &str = "5f1c0b1e-7d2a-4c59-9a55-secret-value";
@@ -48,17 +48,6 @@ impl Guest {
     }
 }
 
-/// Polls until the apply exits (bounded by an iteration count, not a clock).
-async fn wait(provider: &dyn Provider, handle: ExecHandle) -> ExecOutcome {
-    for _ in 0..1000 {
-        match provider.get_exec_status(handle).await.unwrap() {
-            ExecStatus::Running => tokio::time::sleep(Duration::from_millis(20)).await,
-            ExecStatus::Exited(outcome) => return outcome,
-        }
-    }
-    panic!("apply {handle} still running after 1000 polls");
-}
-
 const CONFIG: &str = "interfaces {\n    ethernet eth0 {\n        address 10.0.0.1/24\n        description \"Zürich uplink ✓\"\n    }\n}\nsystem {\n    host-name r1\n}\n";
 
 #[tokio::test]
@@ -81,7 +70,7 @@ async fn full_apply_path_runs_the_script_in_the_agent() {
         .await
         .unwrap();
     assert!(handle.get() > 0);
-    let outcome = wait(&p, handle).await;
+    let outcome = wait_for_exit(&p, handle).await;
     assert_eq!(outcome.exit_code, 0, "{outcome:?}");
     assert_eq!(outcome.failure(), None, "{outcome:?}");
     assert_eq!(g.sandbox.loaded_config().as_deref(), Some(CONFIG.as_bytes()));
@@ -107,7 +96,7 @@ async fn full_apply_path_runs_the_script_in_the_agent() {
 async fn read_command_output_returns_stdout_and_names_a_failed_command() {
     let g = guest("vyos").await;
     let p = g.provider();
-    let outcome = wait(
+    let outcome = wait_for_exit(
         &p,
         p.exec_script(CONFIG, "set system host-name r1", true).await.unwrap(),
     )
@@ -139,7 +128,7 @@ async fn read_command_output_returns_stdout_and_names_a_failed_command() {
 async fn save_false_and_empty_config_load_the_default() {
     let g = guest("vyos").await;
     let p = g.provider();
-    let outcome = wait(&p, p.exec_script("", "set system host-name r2", false).await.unwrap()).await;
+    let outcome = wait_for_exit(&p, p.exec_script("", "set system host-name r2", false).await.unwrap()).await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
     let calls = g.sandbox.calls();
     assert!(
@@ -157,11 +146,11 @@ async fn save_false_and_empty_config_load_the_default() {
 async fn failure_marker_and_exit_code_fail_the_apply() {
     let g = guest("vyos").await;
     let p = g.provider();
-    let marked = wait(&p, p.exec_script("", "set interfaces INVALID", true).await.unwrap()).await;
+    let marked = wait_for_exit(&p, p.exec_script("", "set interfaces INVALID", true).await.unwrap()).await;
     assert_eq!(marked.exit_code, 0, "commit exits 0 after a failed set: {marked:?}");
     assert!(marked.failure().unwrap().contains("Set failed"), "{marked:?}");
 
-    let exited = wait(&p, p.exec_script("", "echo broken >&2\nexit 3", true).await.unwrap()).await;
+    let exited = wait_for_exit(&p, p.exec_script("", "echo broken >&2\nexit 3", true).await.unwrap()).await;
     assert_eq!(exited.exit_code, 3);
     assert_eq!(exited.stderr, "broken\n");
     assert!(exited.failure().is_some());
@@ -181,7 +170,7 @@ async fn script_larger_than_one_file_write_arrives_whole() {
     }
     config.push_str("}\n");
     assert!(config.len() > 4 * 46 * 1024);
-    let outcome = wait(&p, p.exec_script(&config, "", true).await.unwrap()).await;
+    let outcome = wait_for_exit(&p, p.exec_script(&config, "", true).await.unwrap()).await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
     assert_eq!(g.sandbox.loaded_config().as_deref(), Some(config.as_bytes()));
     let leftovers: Vec<_> = std::fs::read_dir(g.sandbox.dir())
@@ -321,7 +310,7 @@ async fn vm_that_moved_is_found_on_its_new_node() {
     assert!(p.is_vm_running().await.unwrap());
     assert_eq!(p.current_node().as_deref(), Some("pve2"));
     g.pve.move_vm(VMID, "pve3");
-    let outcome = wait(&p, p.exec_script(CONFIG, "", true).await.unwrap()).await;
+    let outcome = wait_for_exit(&p, p.exec_script(CONFIG, "", true).await.unwrap()).await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
     assert_eq!(p.current_node().as_deref(), Some("pve3"));
 }
@@ -336,7 +325,7 @@ async fn apply_that_never_exits_stays_running() {
         assert_eq!(p.get_exec_status(handle).await.unwrap(), ExecStatus::Running);
     }
     g.pve.stall_exec_status(VMID, false);
-    assert_eq!(wait(&p, handle).await.failure(), None);
+    assert_eq!(wait_for_exit(&p, handle).await.failure(), None);
 }
 
 /// Collects everything the provider prints, says or logs on its failure

@@ -31,3 +31,18 @@ pub fn start_agent() -> AgentProcess {
     })
     .unwrap_or_else(|e| panic!("cannot start qemu-ga for the test guest: {e}"))
 }
+
+/// Polls an apply until it exits (bounded by an iteration count, not a
+/// clock) and returns what it left behind.
+pub async fn wait_for_exit(
+    provider: &dyn vrouter_providers::Provider,
+    handle: vrouter_providers::ExecHandle,
+) -> vrouter_providers::ExecOutcome {
+    for _ in 0..1000 {
+        match provider.get_exec_status(handle).await.unwrap() {
+            vrouter_providers::ExecStatus::Running => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            vrouter_providers::ExecStatus::Exited(outcome) => return outcome,
+        }
+    }
+    panic!("apply {handle} still running after 1000 polls");
+}
