@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -54,9 +53,6 @@ const REQUESTS_PER_CONFIG_BUDGET: f64 = 25.0;
 const CLUSTER_SYNC: u64 = 60;
 /// The VRouterStatus syncInterval the operator gives the objects it creates.
 const STATUS_SYNC: u64 = 300;
-
-const TOKEN_ID: &str = "operator@pve!scale";
-const TOKEN_SECRET: &str = "5ca1e-test-only";
 
 fn knob(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
@@ -320,21 +316,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     let raw_seconds = raw_creates(&env.namespace("raw").await, targets, RAW_CONCURRENCY).await;
 
     let ns = env.namespace("scale").await;
-    let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "pve-token"},
-        "stringData": {"api-token-id": TOKEN_ID, "api-token-secret": TOKEN_SECRET},
-    }))
-    .unwrap();
-    ns.api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    create::<vrouter_api::ProxmoxCluster>(
-        &ns,
-        json!({"metadata": {"name": "pve"}, "spec": {"endpoints": [pve.url(0)], "credentialsRef": {"name": "pve-token"}, "insecureSkipTLSVerify": true}}),
-    )
-    .await;
+    let pve = common::proxmox_cluster(&ns).await;
     for t in templates() {
         create::<VRouterTemplate>(&ns, t).await;
     }

@@ -102,18 +102,10 @@ pub async fn site_idle(hint: &str, targets: &[&str]) -> Site {
     build_site(hint, targets, Settings::default(), client, false).await
 }
 
-async fn build_site(
-    hint: &str,
-    targets: &[&str],
-    settings: Settings,
-    operator_client: kube::Client,
-    start: bool,
-) -> Site {
-    let env = TestEnv::shared().await;
-    let ns = env.namespace(hint).await;
+/// An in-test Proxmox VE API, and in `ns` its token Secret `pve-token` and
+/// the ProxmoxCluster `pve` pointing at it.
+pub async fn proxmox_cluster(ns: &TestNamespace) -> FakeProxmox {
     let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
-    let mut routers = HashMap::new();
-    let mut paths = HashMap::new();
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "pve-token"},
         "stringData": {"api-token-id": TOKEN_ID, "api-token-secret": TOKEN_SECRET},
@@ -124,10 +116,25 @@ async fn build_site(
         .await
         .unwrap();
     create::<vrouter_api::ProxmoxCluster>(
-        &ns,
+        ns,
         json!({"metadata": {"name": "pve"}, "spec": {"endpoints": [pve.url(0)], "credentialsRef": {"name": "pve-token"}, "insecureSkipTLSVerify": true}}),
     )
     .await;
+    pve
+}
+
+async fn build_site(
+    hint: &str,
+    targets: &[&str],
+    settings: Settings,
+    operator_client: kube::Client,
+    start: bool,
+) -> Site {
+    let env = TestEnv::shared().await;
+    let ns = env.namespace(hint).await;
+    let pve = proxmox_cluster(&ns).await;
+    let mut routers = HashMap::new();
+    let mut paths = HashMap::new();
     for (i, name) in targets.iter().enumerate() {
         let agent = start_agent();
         let sandbox = GuestSandbox::new(agent.dir(), "vyos");
