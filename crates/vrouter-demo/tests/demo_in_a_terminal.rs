@@ -47,12 +47,16 @@ impl Terminal {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let marker = format!("{}-{}", std::process::id(), since_epoch.as_nanos());
-        // `script -c` hands the line to a shell: quote every word.
-        let command_line = std::iter::once(DEMO)
+        // `script -c` hands the line to $SHELL, or to /bin/sh when SHELL is
+        // unset (as in CI): quote every word, and `exec` so that the demo
+        // itself owns the terminal. dash would otherwise stay in between,
+        // catch the Ctrl-C too and exit 130 whatever the demo returned.
+        let words = std::iter::once(DEMO)
             .chain(args.iter().copied())
             .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
             .collect::<Vec<_>>()
             .join(" ");
+        let command_line = format!("exec {words}");
         // -q: no banner; -e: exit with the demo's code; -c: run it in the tty;
         // /dev/null: no typescript file.
         let mut child = Command::new(script_binary())
@@ -241,7 +245,7 @@ fn the_demo_runs_to_the_end_in_a_terminal() {
     demo.read_until("the summary line", |l| l.starts_with("[done] "));
     let code = demo.wait();
     let output = demo.output();
-    assert_eq!(code, 0, "exit code; output:\n{output}");
+    assert_eq!(code, 0, "exit code {code}; output:\n{output}");
     assert_complete_progress(&output);
     assert_nothing_left_running(&demo.marker);
     assert_removed(&printed_temp_paths(&output));
@@ -266,7 +270,7 @@ fn keep_leaves_a_usable_kubeconfig_and_ctrl_c_cleans_everything_up() {
     let output = demo.output();
     assert_eq!(
         code, 0,
-        "Ctrl-C after a completed demo is a normal end; output:\n{output}"
+        "exit code {code}: Ctrl-C after a completed demo is a normal end; output:\n{output}"
     );
     assert_complete_progress(&output);
     assert_nothing_left_running(&demo.marker);
@@ -286,7 +290,10 @@ fn ctrl_c_in_the_middle_stops_with_130_and_cleans_everything_up() {
     demo.read_until("the cleanup line", |l| l.starts_with("[cleanup] interrupted (Ctrl-C)"));
     let code = demo.wait();
     let output = demo.output();
-    assert_eq!(code, 130, "interrupted before the end; output:\n{output}");
+    assert_eq!(
+        code, 130,
+        "exit code {code}: interrupted before the end; output:\n{output}"
+    );
     assert!(!output.contains("[done]"), "{output}");
     assert_nothing_left_running(&demo.marker);
     assert_removed(&printed_temp_paths(&output));
