@@ -6,7 +6,8 @@
 //! connection goes to 127.0.0.1 or a unix socket.
 //!
 //! Exit codes: 0 the demo completed (or `--keep` was stopped with Ctrl-C
-//! after it completed); 1 a step failed; 130 interrupted before the end.
+//! after it completed); 1 a step failed; 130 stopped before the end by Ctrl-C
+//! or SIGTERM. A closed terminal (SIGHUP) cleans up the same way.
 
 mod demo;
 mod examples;

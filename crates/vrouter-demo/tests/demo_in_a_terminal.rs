@@ -129,6 +129,23 @@ impl Terminal {
         status.code().unwrap_or(-1)
     }
 
+    /// The terminal window is closed: its emulator (`script` here) dies
+    /// without a word, the kernel hangs the terminal up and sends SIGHUP to
+    /// the demo. Returns once the demo process itself is gone.
+    fn close_window(&mut self) {
+        self.child.kill().expect("killing script");
+        self.child.wait().expect("reaping script");
+        self.read_to_end();
+        let deadline = Instant::now() + HANG_GUARD;
+        while processes_with(&self.marker).iter().any(|p| p.contains(DEMO)) {
+            assert!(
+                Instant::now() < deadline,
+                "the demo was still running {HANG_GUARD:?} after its terminal closed"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn output(&self) -> String {
         self.transcript.join("\n")
     }
@@ -155,6 +172,18 @@ fn processes_with(marker: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// The pid of the demo process itself (not `script`, not its helpers).
+fn demo_pid(marker: &str) -> String {
+    let found = processes_with(marker);
+    let demo = found
+        .iter()
+        .find(|p| p.split_once(": ").is_some_and(|(_, cmd)| cmd.starts_with(DEMO)));
+    let (pid, _) = demo
+        .and_then(|p| p.split_once(": "))
+        .unwrap_or_else(|| panic!("no demo process among {found:#?}"));
+    pid.to_owned()
 }
 
 /// Fails when a process of the run is still there once it has exited (a
@@ -295,6 +324,37 @@ fn ctrl_c_in_the_middle_stops_with_130_and_cleans_everything_up() {
         "exit code {code}: interrupted before the end; output:\n{output}"
     );
     assert!(!output.contains("[done]"), "{output}");
+    assert_nothing_left_running(&demo.marker);
+    assert_removed(&printed_temp_paths(&output));
+}
+
+#[test]
+fn sigterm_stops_with_130_and_cleans_everything_up() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut demo = Terminal::start(&[]);
+    demo.read_until("the wait for Applied", |l| l.starts_with("[wait] "));
+    let pid = demo_pid(&demo.marker);
+    let sent = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("running kill");
+    assert!(sent.success(), "kill -TERM {pid}");
+    demo.read_until("the cleanup line", |l| l.starts_with("[cleanup] terminated (SIGTERM)"));
+    let code = demo.wait();
+    let output = demo.output();
+    assert_eq!(code, 130, "exit code {code}: stopped before the end; output:\n{output}");
+    assert_nothing_left_running(&demo.marker);
+    assert_removed(&printed_temp_paths(&output));
+}
+
+#[test]
+fn closing_the_terminal_stops_and_cleans_everything_up() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut demo = Terminal::start(&[]);
+    demo.read_until("the wait for Applied", |l| l.starts_with("[wait] "));
+    assert!(!processes_with(&demo.marker).is_empty());
+    demo.close_window();
+    let output = demo.output();
     assert_nothing_left_running(&demo.marker);
     assert_removed(&printed_temp_paths(&output));
 }
