@@ -283,6 +283,56 @@ async fn removing_a_target_from_a_binding_deletes_its_config() {
     assert!(configs.get_opt("pair.r1").await.unwrap().is_some());
 }
 
+#[tokio::test]
+async fn a_part_the_template_no_longer_has_is_removed_from_the_config_not_applied_again() {
+    let site = site("ctl-dropped", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    create::<vrouter_api::VRouterTemplate>(
+        ns,
+        json!({"metadata": {"name": "base"}, "spec": {
+            "config": "system {\n    host-name first\n}\n",
+            "commands": "set system ntp server 192.0.2.1\n",
+        }}),
+    )
+    .await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "edge"}, "spec": {"templateRefs": [{"name": "base"}], "targetRefs": [{"name": "r1"}]}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    let applied = |host: &'static str| {
+        let configs = configs.clone();
+        async move {
+            let config = configs.get_opt("edge.r1").await.ok()??;
+            let done = config.spec.config.contains(host)
+                && config.status.as_ref().map(|s| s.phase) == Some(Phase::Applied)
+                && config.status.as_ref().map(|s| s.observed_generation) == config.metadata.generation;
+            done.then_some(config)
+        }
+    };
+    wait_for("the first apply", Duration::from_secs(60), || applied("first")).await;
+    // The template drops its commands and changes its config.
+    ns.api::<vrouter_api::VRouterTemplate>()
+        .patch(
+            "base",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"spec": {"commands": null, "config": "system {\n    host-name second\n}\n"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let config = wait_for("the second apply", Duration::from_secs(60), || applied("second")).await;
+    assert_eq!(config.spec.commands, "", "the dropped commands stayed on the config");
+    let calls = site.routers["r1"].sandbox.calls();
+    let after_second_load = calls.iter().rposition(|c| c.starts_with("load")).expect("load ran");
+    assert!(
+        !calls[after_second_load..].iter().any(|c| c.contains("ntp")),
+        "the dropped commands ran again: {calls:#?}"
+    );
+}
+
 fn exec_calls(pve: &FakeProxmox) -> usize {
     pve.seen()
         .iter()

@@ -207,7 +207,7 @@ async fn write_config(
                     "labels": desired.metadata.labels,
                     "ownerReferences": desired.metadata.owner_references,
                 },
-                "spec": desired.spec,
+                "spec": plan::spec_merge_patch(&current.spec, &desired.spec),
             });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
         }
