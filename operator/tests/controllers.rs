@@ -333,6 +333,37 @@ async fn a_part_the_template_no_longer_has_is_removed_from_the_config_not_applie
     );
 }
 
+#[tokio::test]
+async fn a_config_the_binding_cannot_write_makes_it_not_ready_and_stays_as_it_was() {
+    let site = site("ctl-taken", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    // Someone already made a config under the name the binding would write.
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "edge.r1"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name by-hand\n"}}),
+    )
+    .await;
+    fleet_template(ns).await;
+    set_target_params(ns, "r1", json!({"hostName": "r1", "address": "192.0.2.1/24"})).await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "edge"}, "spec": {"templateRefs": [{"name": "addr"}], "targetRefs": [{"name": "r1"}]}}),
+    )
+    .await;
+    let bindings = ns.api::<VRouterBinding>();
+    let (status, reason, message) = wait_for("binding not Ready", Duration::from_secs(60), || async {
+        ready_of(&bindings.get("edge").await.ok()?).filter(|(s, _, _)| s == "False")
+    })
+    .await;
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "ReconcileError"));
+    assert_eq!(
+        message,
+        r#"Kubernetes API: vrouterconfigs.vrouter.kojuro.date "edge.r1" already exists (AlreadyExists)"#
+    );
+    let config = ns.api::<VRouterConfig>().get("edge.r1").await.unwrap();
+    assert_eq!(config.spec.commands, "set system host-name by-hand\n");
+}
+
 fn exec_calls(pve: &FakeProxmox) -> usize {
     pve.seen()
         .iter()

@@ -44,7 +44,50 @@ pub async fn reconcile(binding: Arc<VRouterBinding>, ctx: Arc<Context>) -> Resul
     let started = Instant::now();
     let result = reconcile_inner(&binding, &ctx).await;
     ctx.metrics.reconciled(CONTROLLER, started.elapsed(), result.is_err());
+    if let Err(error) = &result {
+        report_error(&binding, &ctx, error).await;
+    }
     result
+}
+
+/// Any failed reconcile shows in `Ready=False/ReconcileError`: a `Ready=True`
+/// left from before would tell `kubectl wait` that configs it cannot write
+/// are in place. A conflict only means the cache was behind; the retry
+/// sorts it out and is not worth a flip of `Ready`.
+async fn report_error(binding: &VRouterBinding, ctx: &Context, error: &Error) {
+    if matches!(error, Error::Kube(kube::Error::Api(e)) if e.code == 409 && e.reason == "Conflict") {
+        return;
+    }
+    let message = match error {
+        // The server's own sentence, without the Debug dump of its response.
+        Error::Kube(kube::Error::Api(e)) => format!("Kubernetes API: {} ({})", e.message, e.reason),
+        other => other.to_string(),
+    };
+    let wanted = Wanted {
+        type_: condition::READY,
+        status: false,
+        reason: reason::RECONCILE_ERROR,
+        message: message.clone(),
+        observed_generation: binding.meta().generation,
+    };
+    match set_status(ctx, binding, wanted, None).await {
+        Ok(true) => ctx.event(binding, true, reason::RECONCILE_ERROR, message).await,
+        Ok(false) => {}
+        // The API server that failed the reconcile may fail this too; the
+        // retry comes either way.
+        Err(e) => tracing::debug!(error = %e, "could not report the failed reconcile in Ready"),
+    }
+}
+
+/// A zero `pollInterval`/`waitInterval` is valid input but would requeue at
+/// once, in a loop of reads against the API server while a rollout waits.
+const MIN_REQUEUE: Duration = Duration::from_secs(1);
+
+fn next_action(requeue_after: Option<Duration>) -> Action {
+    match requeue_after {
+        Some(after) => Action::requeue(after.max(MIN_REQUEUE)),
+        None => Action::await_change(),
+    }
 }
 
 async fn get_all<K>(
@@ -376,13 +419,28 @@ async fn reconcile_inner(binding: &VRouterBinding, ctx: &Context) -> Result<Acti
             }
         }
     }
-    Ok(match decision.requeue_after() {
-        Some(after) => Action::requeue(after),
-        None => Action::await_change(),
-    })
+    Ok(next_action(decision.requeue_after()))
 }
 
 pub fn error_policy(_binding: Arc<VRouterBinding>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(%error, "VRouterBinding reconcile failed; retrying");
     Action::requeue(Duration::from_secs(5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_interval_still_waits_a_second() {
+        let cases = [
+            (Some(Duration::ZERO), Action::requeue(MIN_REQUEUE)),
+            (Some(Duration::from_millis(200)), Action::requeue(MIN_REQUEUE)),
+            (Some(Duration::from_secs(10)), Action::requeue(Duration::from_secs(10))),
+            (None, Action::await_change()),
+        ];
+        for (after, want) in cases {
+            assert_eq!(next_action(after), want, "{after:?}");
+        }
+    }
 }
