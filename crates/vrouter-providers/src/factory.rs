@@ -338,6 +338,23 @@ pub fn check_kubeconfig_is_inline(kubeconfig: &Kubeconfig) -> Result<(), String>
     Ok(())
 }
 
+/// Checks that the API server a remote kubeconfig points at is reached over
+/// `https://`. Its credentials may exec into virt-launcher pods, which is
+/// control over the hypervisor: over plain http they would travel in clear.
+/// `insecure-skip-tls-verify` stays allowed (as `insecureSkipTLSVerify` is
+/// for Proxmox): the traffic is still encrypted, and docs/security.md says
+/// what it gives up. The message names only the scheme, never the URL, which
+/// may carry userinfo.
+pub fn check_kubeconfig_server(server: &http::Uri) -> Result<(), String> {
+    match server.scheme_str() {
+        Some("https") => Ok(()),
+        Some(other) => Err(format!(
+            "the server uses {other}://; the kubeconfig's credentials (which can exec into virt-launcher pods) are only sent over https://"
+        )),
+        None => Err("the server address has no scheme; write https://host:port".into()),
+    }
+}
+
 async fn remote_client(secret: &Secret, at: &SecretKeyAt) -> Result<kube::Client, ProviderError> {
     let name = format!("kubeconfig Secret {}/{} key {:?}", at.namespace, at.name, at.key);
     let invalid = |reason: String| ProviderError::InvalidTarget {
@@ -352,6 +369,8 @@ async fn remote_client(secret: &Secret, at: &SecretKeyAt) -> Result<kube::Client
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| invalid(format!("cannot build a client from it: {e}")))?;
+    // The URL kube resolved from the current context: the one it will use.
+    check_kubeconfig_server(&config.cluster_url).map_err(invalid)?;
     kube::Client::try_from(config).map_err(|e| invalid(format!("cannot build a client from it: {e}")))
 }
 
@@ -456,5 +475,88 @@ pub async fn build_provider(
             Ok(Box::new(ProxmoxProvider::new(settings)?))
         }
         Plan::Daemon(config) => Ok(Box::new(DaemonProvider::new(&config, ctx.daemon.clone())?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::ByteString;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    const TOKEN: &str = "sup3r-s3cret-bearer-t0ken";
+
+    fn kubeconfig_secret(server: &str, cluster_extra: &str) -> (Secret, SecretKeyAt) {
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: remote\nclusters:\n- name: remote\n  cluster:\n    server: {server}\n{cluster_extra}\
+             contexts:\n- name: remote\n  context:\n    cluster: remote\n    user: remote\n\
+             users:\n- name: remote\n  user:\n    token: {TOKEN}\n"
+        );
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some("remote".into()),
+                namespace: Some("site-a".into()),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([(
+                "kubeconfig".to_string(),
+                ByteString(yaml.into_bytes()),
+            )])),
+            ..Default::default()
+        };
+        let at = SecretKeyAt {
+            namespace: "site-a".into(),
+            name: "remote".into(),
+            key: "kubeconfig".into(),
+        };
+        (secret, at)
+    }
+
+    #[tokio::test]
+    async fn remote_kubeconfigs_must_use_https() {
+        let skip_verify = "    insecure-skip-tls-verify: true\n";
+        // (server, extra cluster fields, Ok or the words the refusal must contain)
+        let cases: [(&str, &str, Result<(), &str>); 6] = [
+            ("https://127.0.0.1:6443", "", Ok(())),
+            ("https://localhost", "", Ok(())),
+            // Still encrypted; what skipping verification gives up is in docs/security.md.
+            ("https://127.0.0.1:6443", skip_verify, Ok(())),
+            ("http://127.0.0.1:6443", "", Err("uses http://")),
+            ("http://127.0.0.1:6443", skip_verify, Err("uses http://")),
+            ("127.0.0.1:6443", "", Err("has no scheme")),
+        ];
+        for (server, extra, want) in cases {
+            let (secret, at) = kubeconfig_secret(server, extra);
+            let got = remote_client(&secret, &at).await;
+            match (got, want) {
+                (Ok(_), Ok(())) => {}
+                (Err(e), Err(words)) => {
+                    let ProviderError::InvalidTarget { target, reason } = &e else {
+                        panic!("{server}: want InvalidTarget, got {e:?}");
+                    };
+                    assert_eq!(target, "kubeconfig Secret site-a/remote key \"kubeconfig\"", "{server}");
+                    assert!(reason.contains(words), "{server}: {reason}");
+                    let shown = format!("{e} {e:?}");
+                    assert!(!shown.contains(TOKEN), "{server}: the token leaked: {shown}");
+                }
+                (got, want) => panic!("{server} {extra:?}: got {:?}, want {want:?}", got.map(|_| "a client")),
+            }
+        }
+    }
+
+    #[test]
+    fn server_scheme_rule() {
+        for (url, ok) in [
+            ("https://api.example:6443/prefix", true),
+            ("http://api.example:6443", false),
+            ("ws://api.example:6443", false),
+            ("api.example:6443", false),
+        ] {
+            let uri: http::Uri = url.parse().unwrap();
+            assert_eq!(check_kubeconfig_server(&uri).is_ok(), ok, "{url}");
+        }
     }
 }

@@ -2,6 +2,18 @@
 //! objects, and the clear errors for every bad or missing piece.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -12,8 +24,11 @@ use vrouter_api::{
     VRouterTargetStatus,
 };
 use vrouter_providers::factory::{Plan, plan};
+use vrouter_providers::kubevirt::KubeVirtOptions;
 use vrouter_providers::{FactoryContext, ProviderError, StaticLookup, build_provider};
 use vrouter_testsupport::kube::FakeKubeApi;
+use vrouter_testsupport::proxmox::SilentEndpoint;
+use vrouter_testsupport::tls::self_signed_server_config;
 
 const NS: &str = "site-a";
 
@@ -230,21 +245,79 @@ async fn daemon_targets_get_the_daemon_provider() {
 }
 
 fn kubeconfig_yaml(server: &str, user: &str) -> String {
+    kubeconfig_yaml_with(server, "", user)
+}
+
+/// `cluster` adds fields to the cluster entry, indented by four spaces.
+fn kubeconfig_yaml_with(server: &str, cluster: &str, user: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: remote\nclusters:\n- name: remote\n  cluster:\n    server: {server}\n\
+        "apiVersion: v1\nkind: Config\ncurrent-context: remote\nclusters:\n- name: remote\n  cluster:\n    server: {server}\n{cluster}\
          contexts:\n- name: remote\n  context:\n    cluster: remote\n    user: remote\nusers:\n- name: remote\n  user:\n{user}"
     )
 }
+
+/// `https://127.0.0.1:<port>` with a fresh self-signed certificate, relaying
+/// each connection to a plain-http server on loopback (the fake API speaks
+/// http; a remote kubeconfig must say https). Stops when dropped.
+struct TlsFront {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl TlsFront {
+    async fn start(backend_url: &str) -> Self {
+        let backend = backend_url
+            .strip_prefix("http://")
+            .expect("the backend speaks plain http")
+            .to_string();
+        let acceptor = TlsAcceptor::from(self_signed_server_config());
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let addr = listener.local_addr().expect("local address");
+        let task = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, backend) = (acceptor.clone(), backend.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let Ok(mut plain) = TcpStream::connect(&backend).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                });
+            }
+        });
+        TlsFront { addr, task }
+    }
+
+    fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The certificate is self-signed, so the kubeconfig skips its check; that
+/// stays allowed (docs/security.md), plain http does not.
+const SKIP_VERIFY: &str = "    insecure-skip-tls-verify: true\n";
 
 #[tokio::test]
 async fn kubevirt_in_a_remote_cluster_uses_the_kubeconfig_secret() {
     let api = FakeKubeApi::start().await;
     api.put_vmi(NS, "vm1", "uid-1", "Running", "node-a");
+    let front = TlsFront::start(&api.url()).await;
     let t = kubevirt("vm1", "", Some(("remote", "kubeconfig")));
     let lookup = StaticLookup {
         secrets: vec![secret(
             "remote",
-            &[("kubeconfig", &kubeconfig_yaml(&api.url(), "    token: remote-token\n"))],
+            &[(
+                "kubeconfig",
+                &kubeconfig_yaml_with(&front.url(), SKIP_VERIFY, "    token: remote-token\n"),
+            )],
         )],
         ..Default::default()
     };
@@ -252,6 +325,24 @@ async fn kubevirt_in_a_remote_cluster_uses_the_kubeconfig_secret() {
     let p = build_provider(&t, &lookup, &FactoryContext::default()).await.unwrap();
     assert_eq!(p.kind(), ProviderType::KubeVirt);
     assert!(p.is_vm_running().await.unwrap());
+
+    // The same API over plain http: refused before any request is sent.
+    let plain = StaticLookup {
+        secrets: vec![secret(
+            "remote",
+            &[("kubeconfig", &kubeconfig_yaml(&api.url(), "    token: remote-token\n"))],
+        )],
+        ..Default::default()
+    };
+    let err = build_provider(&t, &plain, &FactoryContext::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::InvalidTarget { target, reason }
+            if target.contains("Secret site-a/remote key \"kubeconfig\"") && reason.contains("uses http://")),
+        "{err:?}"
+    );
+    assert!(!format!("{err} {err:?}").contains("remote-token"), "{err:?}");
 
     let err = build_provider(&kubevirt("vm1", "", None), &lookup, &FactoryContext::default())
         .await
@@ -317,4 +408,102 @@ async fn kubeconfigs_that_run_programs_or_read_files_are_refused() {
     .unwrap_err();
     assert!(err.to_string().contains("not a kubeconfig"), "{err}");
     assert!(!format!("{err} {err:?}").contains("sup3r-secret"), "{err:?}");
+}
+
+fn short_api_bound() -> FactoryContext {
+    FactoryContext {
+        kubevirt: KubeVirtOptions {
+            api_timeout: Duration::from_millis(300),
+            ..KubeVirtOptions::default()
+        },
+        ..FactoryContext::default()
+    }
+}
+
+/// A remote API server that accepts the connection and never answers (the
+/// TLS handshake hangs): kube-client has no read timeout, so only the
+/// provider's own bound ends the call.
+#[tokio::test]
+async fn a_remote_api_server_that_never_answers_times_out() {
+    let silent = SilentEndpoint::start().await;
+    let lookup = StaticLookup {
+        secrets: vec![secret(
+            "remote",
+            &[(
+                "kubeconfig",
+                &kubeconfig_yaml(&silent.url(), "    token: remote-token\n"),
+            )],
+        )],
+        ..Default::default()
+    };
+    let t = kubevirt("vm1", "", Some(("remote", "kubeconfig")));
+    let p = build_provider(&t, &lookup, &short_api_bound()).await.unwrap();
+
+    let err = p.is_vm_running().await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::Timeout { operation, after }
+            if operation == "Kubernetes API call get VirtualMachineInstance site-a/vm1"
+                && *after == Duration::from_millis(300)),
+        "{err:?}"
+    );
+    // The agent is found through the same call first.
+    let err = p.check_ready().await.unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    assert!(!format!("{err} {err:?}").contains("remote-token"), "{err:?}");
+}
+
+/// An https API server that answers the VMI read and never answers the pod
+/// list, so the list's own bound is what ends the call.
+async fn stalls_on_the_pod_list() -> (SocketAddr, JoinHandle<()>) {
+    let acceptor = TlsAcceptor::from(self_signed_server_config());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+    let addr = listener.local_addr().expect("local address");
+    let task = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let service = service_fn(|req: Request<Incoming>| async move {
+                    if !req.uri().path().contains("/virtualmachineinstances/") {
+                        std::future::pending::<()>().await;
+                    }
+                    let vmi = serde_json::json!({
+                        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                        "metadata": {"name": "vm1", "namespace": NS, "uid": "uid-1"},
+                        "status": {"phase": "Running", "nodeName": "node-a"},
+                    });
+                    Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(vmi.to_string()))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn a_pod_list_that_never_answers_times_out() {
+    let (addr, server) = stalls_on_the_pod_list().await;
+    let lookup = StaticLookup {
+        secrets: vec![secret(
+            "remote",
+            &[(
+                "kubeconfig",
+                &kubeconfig_yaml_with(&format!("https://{addr}"), SKIP_VERIFY, "    token: remote-token\n"),
+            )],
+        )],
+        ..Default::default()
+    };
+    let t = kubevirt("vm1", "", Some(("remote", "kubeconfig")));
+    let p = build_provider(&t, &lookup, &short_api_bound()).await.unwrap();
+    assert!(p.is_vm_running().await.unwrap(), "the VMI read is answered");
+    let err = p.check_ready().await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::Timeout { operation, .. }
+            if operation == "Kubernetes API call list virt-launcher pods of VirtualMachineInstance site-a/vm1"),
+        "{err:?}"
+    );
+    server.abort();
 }

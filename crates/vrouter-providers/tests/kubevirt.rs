@@ -50,6 +50,7 @@ impl Guest {
             },
             KubeVirtOptions {
                 call_timeout: Duration::from_secs(20),
+                api_timeout: Duration::from_secs(20),
             },
         )
         .unwrap()

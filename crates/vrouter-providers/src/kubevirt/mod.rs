@@ -25,12 +25,19 @@ use virsh::VirshTransport;
 pub struct KubeVirtOptions {
     /// Longest one `virsh qemu-agent-command` exec may take.
     pub call_timeout: Duration,
+    /// Longest any other Kubernetes API call (get the VMI, list its
+    /// virt-launcher pods) may take. kube-client sets no read timeout — a
+    /// client-wide one would also cut exec websockets — so an API server
+    /// that accepts the connection and never answers would otherwise hold
+    /// the reconcile forever.
+    pub api_timeout: Duration,
 }
 
 impl Default for KubeVirtOptions {
     fn default() -> Self {
         KubeVirtOptions {
             call_timeout: Duration::from_secs(30),
+            api_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -116,11 +123,26 @@ impl KubeVirtProvider {
         format!("VirtualMachineInstance {}/{}", self.namespace, self.vm)
     }
 
+    /// One Kubernetes API call, bounded by `api_timeout`.
+    async fn api_call<T>(
+        &self,
+        operation: String,
+        call: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ProviderError> {
+        let after = self.options.api_timeout;
+        match tokio::time::timeout(after, call).await {
+            Ok(result) => result.map_err(|e| ProviderError::kube(operation, e)),
+            Err(_) => Err(ProviderError::Timeout {
+                operation: format!("Kubernetes API call {operation}"),
+                after,
+            }),
+        }
+    }
+
     async fn get_vmi(&self) -> Result<Option<DynamicObject>, ProviderError> {
-        Api::<DynamicObject>::namespaced_with(self.client.clone(), &self.namespace, &vmi_resource())
-            .get_opt(&self.vm)
+        let vmis = Api::<DynamicObject>::namespaced_with(self.client.clone(), &self.namespace, &vmi_resource());
+        self.api_call(format!("get {}", self.vmi_name()), vmis.get_opt(&self.vm))
             .await
-            .map_err(|e| ProviderError::kube(format!("get {}", self.vmi_name()), e))
     }
 
     /// The agent behind the pod that serves the VMI now; resolved once per
@@ -133,10 +155,13 @@ impl KubeVirtProvider {
                     .await?
                     .ok_or_else(|| ProviderError::VmNotFound { what: self.vmi_name() })?;
                 let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
-                let list = pods
-                    .list(&ListParams::default().labels(&format!("{LABEL_VM_NAME}={}", self.vm)))
-                    .await
-                    .map_err(|e| ProviderError::kube(format!("list virt-launcher pods of {}", self.vmi_name()), e))?;
+                let selector = ListParams::default().labels(&format!("{LABEL_VM_NAME}={}", self.vm));
+                let list = self
+                    .api_call(
+                        format!("list virt-launcher pods of {}", self.vmi_name()),
+                        pods.list(&selector),
+                    )
+                    .await?;
                 let pod = launcher::choose_launcher(&list.items, &vmi_view(&vmi)).map_err(|reason| {
                     ProviderError::AgentUnavailable {
                         reason: format!("{}: {reason}", self.vmi_name()),
