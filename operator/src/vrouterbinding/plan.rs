@@ -184,46 +184,9 @@ pub fn orphans<'a>(desired_names: &HashSet<String>, existing: &'a [VRouterConfig
         .collect()
 }
 
-/// The JSON merge patch that makes `existing`'s spec equal to `desired`'s.
-/// Empty `config`/`commands` are left out when serialized, and a key a merge
-/// patch leaves out keeps its old value: a part the template no longer has
-/// would stay on the config and be applied again. Every key `existing` has
-/// and `desired` lacks is therefore sent as `null`, which removes it.
-pub fn spec_merge_patch(existing: &VRouterConfigSpec, desired: &VRouterConfigSpec) -> Value {
-    let mut patch = serde_json::to_value(desired).unwrap_or(Value::Null);
-    if let (Value::Object(patch), Ok(Value::Object(old))) = (&mut patch, serde_json::to_value(existing)) {
-        for key in old.keys() {
-            patch.entry(key.clone()).or_insert(Value::Null);
-        }
-    }
-    patch
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_spec_patch_removes_what_the_desired_spec_no_longer_has() {
-        let old = desired_config(&simple(), "a", "cfg".into(), "cmd".into()).spec;
-        let cases = [
-            ("", "cmd2", serde_json::json!({"config": null, "commands": "cmd2"})),
-            ("cfg2", "", serde_json::json!({"config": "cfg2", "commands": null})),
-            ("cfg", "cmd", serde_json::json!({"config": "cfg", "commands": "cmd"})),
-        ];
-        for (config, commands, want) in cases {
-            let new = desired_config(&simple(), "a", config.into(), commands.into()).spec;
-            let mut patch = spec_merge_patch(&old, &new);
-            let patch = patch.as_object_mut().unwrap();
-            assert_eq!(patch.remove("targetRef"), Some(serde_json::json!({"name": "a"})));
-            assert_eq!(patch.remove("save"), Some(Value::Bool(true)));
-            assert_eq!(
-                Value::Object(patch.clone()),
-                want,
-                "config {config:?}, commands {commands:?}"
-            );
-        }
-    }
 
     fn binding(yaml: &str) -> VRouterBinding {
         let mut b: VRouterBinding = serde_yaml::from_str(yaml).unwrap();

@@ -250,13 +250,21 @@ async fn write_config(
                     "labels": desired.metadata.labels,
                     "ownerReferences": desired.metadata.owner_references,
                 },
-                "spec": plan::spec_merge_patch(&current.spec, &desired.spec),
+                // Only what changed, and `null` for what the desired spec
+                // no longer has: its empty `config`/`commands` are left out
+                // when serialized, and a merge patch that leaves a key out
+                // keeps the old value (applied again with the next change).
+                "spec": objects::merge_patch(&json_of(&current.spec), &json_of(&desired.spec)),
             });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
         }
         Some(_) => {}
     }
     Ok(())
+}
+
+fn json_of(spec: &VRouterConfigSpec) -> serde_json::Value {
+    serde_json::to_value(spec).expect("a VRouterConfig spec serializes")
 }
 
 async fn set_status(
