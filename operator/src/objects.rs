@@ -86,6 +86,46 @@ where
     Ok(true)
 }
 
+/// Like [`patch_status`], for a status that records something only this
+/// write can keep: an exec's exit (qemu-ga reports it once) or a new exec
+/// handle. A write lost to a conflict would lose the result and start the
+/// apply again. So on a conflict the object is read again, and when its
+/// status is still `current` (only metadata or the spec moved, as a label
+/// or a new generation does) the same status goes over the new
+/// resourceVersion. A status someone else changed is still a conflict.
+pub async fn patch_status_keeping_result<K, S>(
+    client: &kube::Client,
+    object: &K,
+    current: &S,
+    status: &S,
+) -> Result<bool, kube::Error>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+    S: Serialize + DeserializeOwned + PartialEq + Default,
+{
+    let conflict = match patch_status(client, object, Some(current), status).await {
+        Err(kube::Error::Api(e)) if e.code == 409 => e,
+        other => return other,
+    };
+    let fresh = namespaced_api(client, object).get(&object.name_any()).await?;
+    let stored: S = match serde_json::to_value(&fresh)
+        .map_err(kube::Error::SerdeError)?
+        .get("status")
+    {
+        Some(value) if !value.is_null() => serde_json::from_value(value.clone()).map_err(kube::Error::SerdeError)?,
+        _ => S::default(),
+    };
+    if &stored != current {
+        return Err(kube::Error::Api(conflict));
+    }
+    write_status(client, &fresh, Some(current), status).await?;
+    Ok(true)
+}
+
 /// Writes `status` even when it equals `current`, so that the write's
 /// resourceVersion precondition proves `object` was not a stale read. Used
 /// right before an apply is dispatched: a watch cache one event behind must

@@ -127,6 +127,29 @@ async fn an_apply_that_never_exits_becomes_apply_timeout() {
     assert_eq!(applied, Some(("False".into(), "ApplyTimeout".into())));
 }
 
+#[tokio::test]
+async fn a_script_that_cannot_be_built_fails_at_once_instead_of_retrying() {
+    let site = site("ctl-nul", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "nul"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name a\0b\n"}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    let (phase, applied, message) = wait_for("a final phase", Duration::from_secs(60), || async {
+        config_phase(&configs, "nul")
+            .await
+            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
+    })
+    .await;
+    assert_eq!(phase, Phase::Failed);
+    assert_eq!(applied, Some(("False".into(), "ApplyFailed".into())));
+    assert!(message.contains("NUL byte"), "{message}");
+    let calls = site.routers["r1"].sandbox.calls();
+    assert!(calls.is_empty(), "nothing ran in the guest's vbash: {calls:?}");
+}
+
 fn ready_of(binding: &VRouterBinding) -> Option<(String, String, String)> {
     let c = binding
         .status

@@ -24,6 +24,10 @@ pub const FIRST_POLL: Duration = Duration::from_millis(250);
 pub const MAX_POLL: Duration = Duration::from_secs(5);
 /// After a lost exec result, re-dispatch promptly.
 pub const REDISPATCH_AFTER: Duration = Duration::from_millis(500);
+/// How often a stopped VM is looked at again. The target's watch usually
+/// brings its start sooner; this covers a start the target saw before this
+/// config did, which no later change of the target would announce.
+pub const VM_STOPPED_RETRY: Duration = Duration::from_secs(60);
 
 /// What the controller knows when it decides.
 #[derive(Clone, Copy, Debug)]
@@ -151,17 +155,27 @@ fn apply_timeout_step(mut status: VRouterConfigStatus, clock: Clock, context: &s
 
 /// The VM is not running. Nothing can be applied; an apply in flight still
 /// has its timeout enforced, so a VM stopped mid-apply does not leave the
-/// config Applying forever.
+/// config Applying forever: the next look comes no later than its deadline.
 pub fn on_vm_stopped(status: &VRouterConfigStatus, clock: Clock) -> Step {
     let status = with_exec_start(status, clock.now);
-    if status.exec_pid > 0 && timed_out(&status, clock) {
-        return apply_timeout_step(status, clock, " (the VM stopped)");
+    let mut next = VM_STOPPED_RETRY;
+    if status.exec_pid > 0 {
+        if timed_out(&status, clock) {
+            return apply_timeout_step(status, clock, " (the VM stopped)");
+        }
+        next = next.min(time_left(&status, clock) + Duration::from_secs(1));
     }
     Step {
         status,
-        next: Next::Done,
+        next: Next::RequeueAfter(next),
         event: None,
     }
+}
+
+/// What is left of the apply timeout; zero once it is spent.
+fn time_left(status: &VRouterConfigStatus, clock: Clock) -> Duration {
+    let left = std_to_signed(clock.apply_timeout) - elapsed_since(&status.exec_started_time, clock.now);
+    Duration::try_from(left).unwrap_or(Duration::ZERO)
 }
 
 /// The router did not pass its readiness check (spec §7.2 step 3).
@@ -278,12 +292,21 @@ pub fn dispatch_reason(
 
 /// The status written just before the script starts: `Applied=False` for the
 /// generation about to be applied, so `kubectl wait` cannot return on a
-/// stale True while the new apply runs.
+/// stale True while the new apply runs. `execStartedTime` (with no PID yet)
+/// marks the first attempt: a dispatch that keeps failing is given up after
+/// the apply timeout like an apply that never ends.
 pub fn before_dispatch(status: &VRouterConfigStatus, generation: i64, clock: Clock) -> VRouterConfigStatus {
     let mut status = status.clone();
+    let retrying = status.phase == Phase::Applying
+        && status.observed_generation == generation
+        && status.exec_pid == 0
+        && status.exec_started_time.is_some();
+    if !retrying {
+        status.exec_started_time = Some(Time(clock.now));
+        status.message = String::new();
+    }
     status.observed_generation = generation;
     status.phase = Phase::Applying;
-    status.message = String::new();
     set_applied(
         &mut status,
         false,
@@ -317,7 +340,8 @@ pub fn after_dispatch(
 
 /// The dispatch itself failed. A permanent failure (the script cannot be
 /// built or delivered as given) fails this generation with the reason; a
-/// transient one is retried with backoff.
+/// transient one is shown in `status.message` and retried with backoff
+/// until the apply timeout, counted from the first attempt, is spent.
 pub fn on_dispatch_failed(
     status: &VRouterConfigStatus,
     generation: i64,
@@ -326,19 +350,24 @@ pub fn on_dispatch_failed(
     permanent: bool,
     target_last_reboot: Option<&Time>,
 ) -> Step {
-    if !permanent {
+    let mut status = before_dispatch(status, generation, clock);
+    if !permanent && !timed_out(&status, clock) {
+        status.message = format!("could not start the apply, retrying: {error}");
         return Step {
-            status: status.clone(),
+            status,
             next: Next::Retry(format!("dispatching the apply: {error}")),
             event: None,
         };
     }
-    let mut status = before_dispatch(status, generation, clock);
     if let Some(reboot) = target_last_reboot {
         status.last_reboot_handled_time = Some(reboot.clone());
     }
-    let message = format!("apply could not be started: {error}");
-    failed_step(status, reason::APPLY_FAILED, message, clock.now)
+    if permanent {
+        let message = format!("apply could not be started: {error}");
+        return failed_step(status, reason::APPLY_FAILED, message, clock.now);
+    }
+    let message = format!("apply could not be started within {:?}: {error}", clock.apply_timeout);
+    failed_step(status, reason::APPLY_TIMEOUT, message, clock.now)
 }
 
 #[cfg(test)]

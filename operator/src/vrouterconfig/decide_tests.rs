@@ -44,16 +44,20 @@ fn applying() -> VRouterConfigStatus {
 // Step 2: the VM is stopped.
 
 #[test]
-fn step2_vm_stopped_skips_without_touching_status() {
+fn step2_vm_stopped_skips_without_touching_status_and_looks_again_later() {
     let step = on_vm_stopped(&applied(), clock(5));
     assert_eq!(step.status, applied());
-    assert_eq!(step.next, Next::Done);
+    assert_eq!(step.next, Next::RequeueAfter(VM_STOPPED_RETRY));
 }
 
 #[test]
 fn step2_vm_stopped_mid_apply_still_times_out() {
-    let within = on_vm_stopped(&applying(), clock(599));
+    let early = on_vm_stopped(&applying(), clock(5));
+    assert_eq!(early.next, Next::RequeueAfter(VM_STOPPED_RETRY));
+    // The next look comes by the deadline, not a full retry later.
+    let within = on_vm_stopped(&applying(), clock(590));
     assert_eq!(within.status.phase, Phase::Applying);
+    assert_eq!(within.next, Next::RequeueAfter(Duration::from_secs(11)));
     let past = on_vm_stopped(&applying(), clock(601));
     assert_eq!(past.status.phase, Phase::Failed);
     assert_eq!(past.status.exec_pid, 0);
@@ -279,8 +283,58 @@ fn step7_a_permanent_dispatch_failure_fails_the_generation_a_transient_one_retri
     assert_eq!(step.status.observed_generation, 4, "not retried for this generation");
     assert_eq!(dispatch_reason(&step.status, 4, None), None);
     let step = on_dispatch_failed(&applied(), 4, clock(1), "connection refused", false, None);
-    assert_eq!(step.status, applied());
+    assert_eq!(step.status.phase, Phase::Applying);
+    assert_eq!(
+        step.status.message,
+        "could not start the apply, retrying: connection refused"
+    );
     assert!(matches!(step.next, Next::Retry(_)));
+}
+
+#[test]
+fn step7_a_dispatch_that_keeps_failing_is_given_up_after_the_apply_timeout() {
+    // As the controller does it: the status before the dispatch is written,
+    // the dispatch fails, and the retry starts from what was written.
+    let mut status = applied();
+    for t in [1, 100, 300, 601] {
+        status = on_dispatch_failed(
+            &before_dispatch(&status, 4, clock(t)),
+            4,
+            clock(t),
+            "guest-exec is disabled",
+            false,
+            None,
+        )
+        .status;
+        assert_eq!(
+            status.exec_started_time,
+            Some(time(1)),
+            "counted from the first attempt"
+        );
+        assert_eq!(status.phase, Phase::Applying, "t={t}");
+    }
+    let step = on_dispatch_failed(
+        &before_dispatch(&status, 4, clock(602)),
+        4,
+        clock(602),
+        "guest-exec is disabled",
+        false,
+        None,
+    );
+    assert_eq!(step.status.phase, Phase::Failed);
+    assert_eq!(step.next, Next::Done);
+    assert_eq!(
+        applied_condition(&step.status),
+        ("False".into(), reason::APPLY_TIMEOUT.into(), Some(4))
+    );
+    assert_eq!(
+        step.status.message,
+        "apply could not be started within 600s: guest-exec is disabled"
+    );
+    // A new generation starts its own count.
+    let next = before_dispatch(&step.status, 5, clock(700));
+    assert_eq!(next.exec_started_time, Some(time(700)));
+    assert_eq!(next.message, "");
 }
 
 #[test]

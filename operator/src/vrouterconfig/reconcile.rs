@@ -105,10 +105,17 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
     };
     let last_reboot = target.status.as_ref().and_then(|s| s.last_reboot_time.clone());
 
-    let running = provider
-        .is_vm_running()
-        .await
-        .map_err(|e| Error::Retry(e.to_string()))?;
+    let running = match provider.is_vm_running().await {
+        Ok(running) => running,
+        // An apply in flight keeps its timeout even while its VM cannot be
+        // looked at; without one there is nothing to time out.
+        Err(e) if status.exec_pid > 0 => {
+            let step = decide::on_exec_polled(&status, clock, Poll::Error(e.to_string()));
+            record_apply_end(ctx, &status, &step, clock.now);
+            return finish(ctx, config, &status, step).await;
+        }
+        Err(e) => return Err(Error::Retry(e.to_string())),
+    };
     if !running {
         return finish(ctx, config, &status, decide::on_vm_stopped(&status, clock)).await;
     }
@@ -141,7 +148,10 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
     {
         Ok(handle) => decide::after_dispatch(&before, generation, clock, handle.get(), last_reboot.as_ref()),
         Err(e) => {
-            let permanent = matches!(e, ProviderError::TooLarge { .. } | ProviderError::NotSupported { .. });
+            let permanent = matches!(
+                e,
+                ProviderError::TooLarge { .. } | ProviderError::NotSupported { .. } | ProviderError::Render(_)
+            );
             decide::on_dispatch_failed(
                 &before,
                 generation,
@@ -198,7 +208,7 @@ async fn finish(
     current: &VRouterConfigStatus,
     step: Step,
 ) -> Result<Action, Error> {
-    objects::patch_status(&ctx.client, config, Some(current), &step.status).await?;
+    objects::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?;
     if let Some(event) = &step.event {
         ctx.event(config, event.warning, event.reason, event.note.clone()).await;
     }
