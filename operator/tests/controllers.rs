@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterTarget};
 use vrouter_operator::context::Settings;
 use vrouter_testenv::TestNamespace;
+use vrouter_testsupport::daemon::{Apply, FakeDaemon};
 use vrouter_testsupport::proxmox::FakeProxmox;
 
 use common::{condition, config_phase, create, site, start_controllers, wait_for};
@@ -148,6 +149,43 @@ async fn a_script_that_cannot_be_built_fails_at_once_instead_of_retrying() {
     assert!(message.contains("NUL byte"), "{message}");
     let calls = site.routers["r1"].sandbox.calls();
     assert!(calls.is_empty(), "nothing ran in the guest's vbash: {calls:?}");
+}
+
+#[tokio::test]
+async fn a_daemon_apply_that_ends_without_a_result_fails_at_once_with_its_error() {
+    // The operator's own apply timeout is far away: the daemon's 1 s ends it.
+    let site = site("ctl-daemon", &[], Settings::default()).await;
+    let ns = &site.ns;
+    let daemon = FakeDaemon::start().await;
+    daemon.connect_agent("edge-1");
+    // The agent never answers: the apply is given up after the target's 1 s.
+    daemon.on_apply("edge-1", Apply::Hang);
+    create::<VRouterTarget>(
+        ns,
+        json!({"metadata": {"name": "d1"}, "spec": {"provider": {"type": "vrouter-daemon", "daemon": {
+            "address": daemon.address(), "agentID": "edge-1", "timeoutSeconds": 1,
+        }}}}),
+    )
+    .await;
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "d1"}, "spec": {"targetRef": {"name": "d1"}, "commands": "set system host-name d1\n"}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    let (phase, applied, message) = wait_for("a final phase", Duration::from_secs(30), || async {
+        config_phase(&configs, "d1")
+            .await
+            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
+    })
+    .await;
+    assert_eq!(phase, Phase::Failed);
+    assert_eq!(applied, Some(("False".into(), "ApplyTimeout".into())));
+    assert_eq!(
+        message,
+        "apply ended without a result: vrouter-daemon ApplyConfig timed out after 1s"
+    );
+    assert_eq!(daemon.applies().len(), 1, "one apply, not one per poll");
 }
 
 fn ready_of(binding: &VRouterBinding) -> Option<(String, String, String)> {

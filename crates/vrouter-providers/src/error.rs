@@ -153,6 +153,13 @@ pub enum ProviderError {
     /// The peer answered something this client cannot interpret.
     #[error("unexpected answer from {peer}: {detail}")]
     Protocol { peer: String, detail: String },
+
+    /// An apply run in the background (vrouter-daemon's `ApplyConfig`) is
+    /// over without an outcome: its call ended in `source`. Unlike a failed
+    /// look at an apply that may still be running, polling again changes
+    /// nothing, so the controller can report it at once.
+    #[error("{source}")]
+    ApplyEnded { source: Box<ProviderError> },
 }
 
 impl ProviderError {
@@ -169,7 +176,20 @@ impl ProviderError {
     }
 
     pub fn is_timeout(&self) -> bool {
-        matches!(self, ProviderError::Timeout { .. })
+        match self {
+            ProviderError::Timeout { .. } => true,
+            ProviderError::ApplyEnded { source } => source.is_timeout(),
+            _ => false,
+        }
+    }
+
+    /// How a finished apply ended when it has no outcome to report (see
+    /// [`ProviderError::ApplyEnded`]); `None` for every other error.
+    pub fn apply_ended(&self) -> Option<&ProviderError> {
+        match self {
+            ProviderError::ApplyEnded { source } => Some(source),
+            _ => None,
+        }
     }
 
     pub(crate) fn kube(operation: impl Into<String>, source: kube::Error) -> Self {

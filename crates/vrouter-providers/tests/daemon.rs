@@ -154,6 +154,9 @@ async fn apply_that_never_answers_times_out() {
     assert_eq!(provider.get_exec_status(handle).await.unwrap(), ExecStatus::Running);
     let err = wait(&provider, handle).await.unwrap_err();
     assert!(err.is_timeout(), "{err}");
+    // The apply is over, not merely unreadable: nothing more will come.
+    assert!(err.apply_ended().is_some_and(|cause| cause.is_timeout()), "{err:?}");
+    assert_eq!(err.to_string(), "vrouter-daemon ApplyConfig timed out after 1s");
     // The timeout stays the answer for this handle.
     assert!(provider.get_exec_status(handle).await.unwrap_err().is_timeout());
 }

@@ -77,6 +77,12 @@ pub enum Poll {
     /// The provider can no longer tell what happened to this exec (the agent
     /// or the operator restarted): only a fresh dispatch can make progress.
     Lost,
+    /// The apply is over without an outcome (vrouter-daemon's call timed out
+    /// or failed): polling on until the apply timeout would only hide it.
+    Ended {
+        timed_out: bool,
+        why: String,
+    },
     /// Any other error, possibly transient.
     Error(String),
 }
@@ -212,19 +218,28 @@ pub fn on_exec_polled(status: &VRouterConfigStatus, clock: Clock, poll: Poll) ->
     let elapsed = elapsed_since(&status.exec_started_time, clock.now);
     match poll {
         Poll::Running if timed_out(&status, clock) => apply_timeout_step(status, clock, ""),
-        Poll::Running => Step {
-            status,
-            next: Next::RequeueAfter(poll_interval(elapsed)),
-            event: None,
-        },
-        Poll::Error(_) if timed_out(&status, clock) => {
-            apply_timeout_step(status, clock, " (its status could not be read)")
+        Poll::Running => {
+            // A poll that failed before said so in the message; it answers again.
+            status.message.clear();
+            Step {
+                status,
+                next: Next::RequeueAfter(poll_interval(elapsed)),
+                event: None,
+            }
         }
-        Poll::Error(error) => Step {
-            status,
-            next: Next::Retry(format!("polling the apply: {error}")),
-            event: None,
-        },
+        // The error stays in the message: for vrouter-daemon it is how the
+        // apply itself ended (a gRPC error), not only a failed look at it.
+        Poll::Error(error) if timed_out(&status, clock) => {
+            apply_timeout_step(status, clock, &format!(" (its status could not be read: {error})"))
+        }
+        Poll::Error(error) => {
+            status.message = format!("could not read the apply's result, retrying: {error}");
+            Step {
+                status,
+                next: Next::Retry(format!("polling the apply: {error}")),
+                event: None,
+            }
+        }
         Poll::Lost => {
             status.exec_pid = 0;
             status.exec_started_time = None;
@@ -235,6 +250,21 @@ pub fn on_exec_polled(status: &VRouterConfigStatus, clock: Clock, poll: Poll) ->
                 next: Next::RequeueAfter(REDISPATCH_AFTER),
                 event: None,
             }
+        }
+        Poll::Ended { timed_out, why } => {
+            status.exec_pid = 0;
+            status.exec_started_time = None;
+            let reason = if timed_out {
+                reason::APPLY_TIMEOUT
+            } else {
+                reason::APPLY_FAILED
+            };
+            failed_step(
+                status,
+                reason,
+                format!("apply ended without a result: {why}"),
+                clock.now,
+            )
         }
         Poll::Exited { code, failure } => {
             status.exec_pid = 0;

@@ -146,18 +146,54 @@ fn step4_lost_result_goes_back_to_pending_and_redispatches() {
 }
 
 #[test]
-fn step4_other_error_within_timeout_retries_with_pid_untouched() {
+fn step4_other_error_within_timeout_retries_with_pid_untouched_and_says_why() {
     let step = on_exec_polled(&applying(), clock(5), Poll::Error("connection reset".into()));
-    assert_eq!(step.status, applying());
+    let mut expected = applying();
+    expected.message = "could not read the apply's result, retrying: connection reset".into();
+    assert_eq!(step.status, expected);
     assert!(matches!(step.next, Next::Retry(ref m) if m.contains("connection reset")));
+    // The next poll that answers clears the message again.
+    let answered = on_exec_polled(&step.status, clock(10), Poll::Running);
+    assert_eq!(answered.status, applying());
 }
 
 #[test]
-fn step4_other_error_past_timeout_fails_with_apply_timeout() {
+fn step4_other_error_past_timeout_fails_with_apply_timeout_and_the_error() {
     let step = on_exec_polled(&applying(), clock(601), Poll::Error("Invalid parameter 'pid'".into()));
     assert_eq!(step.status.phase, Phase::Failed);
     assert_eq!(applied_condition(&step.status).1, reason::APPLY_TIMEOUT);
+    assert_eq!(
+        step.status.message,
+        "apply did not finish within 600s (its status could not be read: Invalid parameter 'pid')"
+    );
     assert_eq!(step.next, Next::Done);
+}
+
+#[test]
+fn step4_an_apply_that_ended_without_a_result_fails_at_once() {
+    for (timed_out, why) in [(true, reason::APPLY_TIMEOUT), (false, reason::APPLY_FAILED)] {
+        let step = on_exec_polled(
+            &applying(),
+            clock(5),
+            Poll::Ended {
+                timed_out,
+                why: "vrouter-daemon ApplyConfig failed".into(),
+            },
+        );
+        assert_eq!(step.status.phase, Phase::Failed);
+        assert_eq!((step.status.exec_pid, &step.status.exec_started_time), (0, &None));
+        assert_eq!(applied_condition(&step.status), ("False".into(), why.into(), Some(4)));
+        assert_eq!(
+            step.status.message,
+            "apply ended without a result: vrouter-daemon ApplyConfig failed"
+        );
+        assert_eq!(step.next, Next::Done);
+        assert_eq!(
+            dispatch_reason(&step.status, 4, None),
+            None,
+            "not retried for this generation"
+        );
+    }
 }
 
 #[test]

@@ -47,7 +47,13 @@ fn to_poll(result: Result<ExecStatus, ProviderError>) -> Poll {
             },
         },
         Err(e) if e.is_exec_result_lost() => Poll::Lost,
-        Err(e) => Poll::Error(e.to_string()),
+        Err(e) => match e.apply_ended() {
+            Some(cause) => Poll::Ended {
+                timed_out: cause.is_timeout(),
+                why: cause.to_string(),
+            },
+            None => Poll::Error(e.to_string()),
+        },
     }
 }
 

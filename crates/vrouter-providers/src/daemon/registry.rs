@@ -160,7 +160,9 @@ impl ExecRegistry {
         match done {
             None => Ok(ExecStatus::Running),
             Some(Ok(outcome)) => Ok(ExecStatus::Exited(outcome)),
-            Some(Err(failure)) => Err(failure.to_error()),
+            Some(Err(failure)) => Err(ProviderError::ApplyEnded {
+                source: Box::new(failure.to_error()),
+            }),
         }
     }
 }
