@@ -15,7 +15,7 @@ use vrouter_testenv::TestNamespace;
 use vrouter_testsupport::daemon::{Apply, FakeDaemon};
 use vrouter_testsupport::proxmox::FakeProxmox;
 
-use common::{condition, config_phase, create, site, start_controllers, wait_for};
+use common::{condition, config_phase, create, final_phase, site, start_controllers, wait_for};
 
 #[tokio::test]
 async fn a_binding_over_three_targets_merges_three_layers_and_applies_everywhere() {
@@ -48,13 +48,7 @@ async fn a_binding_over_three_targets_merges_three_layers_and_applies_everywhere
     let configs = ns.api::<VRouterConfig>();
     for (i, name) in ["r1", "r2", "r3"].iter().enumerate() {
         let config_name = format!("edge.{name}");
-        let (phase, applied, message) =
-            wait_for(&format!("{config_name} Applied"), Duration::from_secs(60), || async {
-                config_phase(&configs, &config_name)
-                    .await
-                    .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
-            })
-            .await;
+        let (phase, applied, message) = final_phase(&configs, &config_name, Duration::from_secs(60)).await;
         assert_eq!(phase, Phase::Applied, "{config_name}: {message}");
         assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));
         let config = configs.get(&config_name).await.unwrap();
@@ -92,12 +86,7 @@ async fn a_set_failure_with_exit_zero_is_failed() {
     )
     .await;
     let configs = ns.api::<VRouterConfig>();
-    let (phase, applied, message) = wait_for("a final phase", Duration::from_secs(60), || async {
-        config_phase(&configs, "direct")
-            .await
-            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
-    })
-    .await;
+    let (phase, applied, message) = final_phase(&configs, "direct", Duration::from_secs(60)).await;
     assert_eq!(phase, Phase::Failed);
     assert_eq!(applied, Some(("False".into(), "ApplyFailed".into())));
     assert!(message.contains("Set failed"), "{message}");
@@ -118,12 +107,7 @@ async fn an_apply_that_never_exits_becomes_apply_timeout() {
     )
     .await;
     let configs = ns.api::<VRouterConfig>();
-    let (phase, applied, _) = wait_for("a final phase", Duration::from_secs(60), || async {
-        config_phase(&configs, "slow")
-            .await
-            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
-    })
-    .await;
+    let (phase, applied, _) = final_phase(&configs, "slow", Duration::from_secs(60)).await;
     assert_eq!(phase, Phase::Failed);
     assert_eq!(applied, Some(("False".into(), "ApplyTimeout".into())));
 }
@@ -138,12 +122,7 @@ async fn a_script_that_cannot_be_built_fails_at_once_instead_of_retrying() {
     )
     .await;
     let configs = ns.api::<VRouterConfig>();
-    let (phase, applied, message) = wait_for("a final phase", Duration::from_secs(60), || async {
-        config_phase(&configs, "nul")
-            .await
-            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
-    })
-    .await;
+    let (phase, applied, message) = final_phase(&configs, "nul", Duration::from_secs(60)).await;
     assert_eq!(phase, Phase::Failed);
     assert_eq!(applied, Some(("False".into(), "ApplyFailed".into())));
     assert!(message.contains("NUL byte"), "{message}");
@@ -173,12 +152,7 @@ async fn a_daemon_apply_that_ends_without_a_result_fails_at_once_with_its_error(
     )
     .await;
     let configs = ns.api::<VRouterConfig>();
-    let (phase, applied, message) = wait_for("a final phase", Duration::from_secs(30), || async {
-        config_phase(&configs, "d1")
-            .await
-            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
-    })
-    .await;
+    let (phase, applied, message) = final_phase(&configs, "d1", Duration::from_secs(30)).await;
     assert_eq!(phase, Phase::Failed);
     assert_eq!(applied, Some(("False".into(), "ApplyTimeout".into())));
     assert_eq!(
@@ -446,12 +420,7 @@ async fn an_operator_restarted_mid_apply_finishes_the_apply_without_a_second_dis
     site.stop.send(true).unwrap();
     let execs_before = exec_calls(&site.pve);
     site.stop = start_controllers(&site.ctx, &ns);
-    let (phase, _, message) = wait_for("Applied", Duration::from_secs(60), || async {
-        config_phase(&configs, "c")
-            .await
-            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
-    })
-    .await;
+    let (phase, _, message) = final_phase(&configs, "c", Duration::from_secs(60)).await;
     assert_eq!(phase, Phase::Applied, "{message}");
     // Apply scripts are started by `agent/exec` with /bin/vbash's stand-in;
     // readiness checks use exec too, so compare dispatches through the guest.

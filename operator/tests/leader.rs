@@ -16,7 +16,7 @@ use vrouter_operator::metrics::{ControllerLabels, Metrics};
 use vrouter_operator::run::{self, Ended};
 use vrouter_testenv::TestEnv;
 
-use common::{config_phase, create, site_idle, wait_for};
+use common::{create, final_phase, site_idle};
 
 const LEASE: Duration = Duration::from_secs(4);
 
@@ -67,12 +67,7 @@ fn config_reconciles(replica: &Replica) -> u64 {
 
 async fn applied(site: &common::Site, name: &str) {
     let configs = site.ns.api::<VRouterConfig>();
-    let (phase, _, message) = wait_for(&format!("{name} Applied"), Duration::from_secs(60), || async {
-        config_phase(&configs, name)
-            .await
-            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
-    })
-    .await;
+    let (phase, _, message) = final_phase(&configs, name, Duration::from_secs(60)).await;
     assert_eq!(phase, Phase::Applied, "{message}");
 }
 

@@ -15,7 +15,7 @@ use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus};
 use vrouter_operator::context::Settings;
 use vrouter_testenv::TestEnv;
 
-use common::{condition, config_phase, create, site_as, wait_for};
+use common::{condition, create, final_phase, site_as, wait_for};
 
 const RBAC: &str = include_str!("../../deploy/operator/rbac.yaml");
 
@@ -106,12 +106,7 @@ async fn the_operator_applies_with_only_its_cluster_role() {
     )
     .await;
     let configs = ns.api::<VRouterConfig>();
-    let (phase, _, message) = wait_for("Applied", Duration::from_secs(90), || async {
-        config_phase(&configs, "b.r1")
-            .await
-            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
-    })
-    .await;
+    let (phase, _, message) = final_phase(&configs, "b.r1", Duration::from_secs(90)).await;
     assert_eq!(phase, Phase::Applied, "{message}");
     // The VRouterStatus for drift detection was created with the same rights.
     let statuses = ns.api::<VRouterStatus>();

@@ -229,3 +229,18 @@ pub async fn config_phase(api: &Api<VRouterConfig>, name: &str) -> Option<(Phase
     let status = config.status?;
     Some((status.phase, condition(&status.conditions, "Applied"), status.message))
 }
+
+/// Waits up to `limit` for the config to end Applied or Failed; returns
+/// its phase, Applied condition and message.
+pub async fn final_phase(
+    api: &Api<VRouterConfig>,
+    name: &str,
+    limit: Duration,
+) -> (Phase, Option<(String, String)>, String) {
+    wait_for(&format!("{name} to be Applied or Failed"), limit, || async {
+        config_phase(api, name)
+            .await
+            .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
+    })
+    .await
+}
