@@ -14,6 +14,7 @@ use vrouter_providers::{FactoryContext, GuestTiming, KubeLookup, Provider, Provi
 use crate::lookup_cache::CachedLookup;
 
 use crate::metrics::Metrics;
+use crate::vrouterconfig::one_apply_per_router::RouterLocks;
 
 /// Builds the provider that reaches a target's router.
 #[async_trait]
@@ -84,6 +85,8 @@ pub struct Context {
     pub recorder: Recorder,
     pub settings: Settings,
     pub providers: Arc<dyn Providers>,
+    /// Which config's apply runs on which router: one at a time.
+    pub router_locks: RouterLocks,
 }
 
 impl Context {
@@ -98,6 +101,7 @@ impl Context {
             metrics,
             settings,
             providers,
+            router_locks: RouterLocks::default(),
         }
     }
 

@@ -162,6 +162,55 @@ async fn a_daemon_apply_that_ends_without_a_result_fails_at_once_with_its_error(
     assert_eq!(daemon.applies().len(), 1, "one apply, not one per poll");
 }
 
+#[tokio::test]
+async fn two_configs_for_one_router_apply_one_after_the_other() {
+    let site = site("ctl-one-router", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    // `a` takes a while between its two commands.
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "a"}, "spec": {"targetRef": {"name": "r1"},
+            "commands": "set system host-name a\nsleep 3\nset system domain-name a.example\n"}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    wait_for("a's apply to run", Duration::from_secs(30), || async {
+        let status = configs.get_opt("a").await.ok()??.status?;
+        (status.exec_pid > 0).then_some(())
+    })
+    .await;
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "b"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name b\n"}}),
+    )
+    .await;
+    let waiting = wait_for("b to wait for a", Duration::from_secs(10), || async {
+        let (_, _, message) = config_phase(&configs, "b").await?;
+        message.starts_with("waiting for").then_some(message)
+    })
+    .await;
+    assert_eq!(
+        waiting,
+        r#"waiting for VRouterConfig "a" to finish its apply on the same router"#
+    );
+    for name in ["a", "b"] {
+        let (phase, _, message) = final_phase(&configs, name, Duration::from_secs(60)).await;
+        assert_eq!(phase, Phase::Applied, "{name}: {message}");
+    }
+    // b's session started only after a's had saved.
+    let calls = site.routers["r1"].sandbox.calls();
+    let position = |call: &str| {
+        calls
+            .iter()
+            .position(|c| c == call)
+            .unwrap_or_else(|| panic!("{call}: {calls:#?}"))
+    };
+    assert!(
+        position("set system host-name b") > position("set system domain-name a.example"),
+        "the two applies interleaved: {calls:#?}"
+    );
+}
+
 fn ready_of(binding: &VRouterBinding) -> Option<(String, String, String)> {
     let c = binding
         .status

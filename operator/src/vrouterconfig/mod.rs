@@ -3,4 +3,5 @@
 //! the I/O around it.
 
 pub mod decide;
+pub mod one_apply_per_router;
 pub mod reconcile;

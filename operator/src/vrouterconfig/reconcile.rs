@@ -14,6 +14,7 @@ use vrouter_api::{NameRef, VRouterConfig, VRouterConfigStatus, VRouterStatus, VR
 use vrouter_providers::{ExecHandle, ExecStatus, ProviderError};
 
 use super::decide::{self, Clock, Next, Poll, Step};
+use super::one_apply_per_router::Router;
 use crate::context::Context;
 use crate::metrics::ResultLabels;
 use crate::objects;
@@ -134,20 +135,45 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
         )
         .await;
     }
+    let router = Router {
+        namespace: namespace.clone(),
+        target: target_ref.name.clone(),
+    };
+    let name = config.name_any();
+    // An apply in flight holds its router until its result is in; a
+    // process that restarted mid-apply takes the hold again here.
+    let hold_until = Instant::now() + ctx.settings.apply_timeout;
     if status.exec_pid > 0 {
         let poll = to_poll(provider.get_exec_status(ExecHandle(status.exec_pid)).await);
         let step = decide::on_exec_polled(&status, clock, poll);
         record_apply_end(ctx, &status, &step, clock.now);
+        if step.status.exec_pid > 0 {
+            let _ = ctx.router_locks.try_hold(&router, &name, hold_until, Instant::now());
+        } else {
+            ctx.router_locks.release(&router, &name);
+        }
         return finish(ctx, config, &status, step).await;
     }
     let generation = config.meta().generation.unwrap_or(0);
     let Some(reason) = decide::dispatch_reason(&status, generation, last_reboot.as_ref()) else {
         return Ok(Action::await_change());
     };
-    tracing::info!(config = %config.name_any(), ?reason, generation, "dispatching apply");
+    if let Err(other) = ctx.router_locks.try_hold(&router, &name, hold_until, Instant::now()) {
+        let mut next = status.clone();
+        next.message = format!("waiting for VRouterConfig {other:?} to finish its apply on the same router");
+        objects::patch_status(&ctx.client, config, Some(&status), &next).await?;
+        return Ok(Action::requeue(ROUTER_BUSY_RETRY));
+    }
+    tracing::info!(config = %name, ?reason, generation, "dispatching apply");
     // Applied=False for the new generation goes out before the script runs.
     let before = decide::before_dispatch(&status, generation, clock);
-    let fresh = objects::write_status(&ctx.client, config, Some(&status), &before).await?;
+    let fresh = match objects::write_status(&ctx.client, config, Some(&status), &before).await {
+        Ok(fresh) => fresh,
+        Err(e) => {
+            ctx.router_locks.release(&router, &name);
+            return Err(e.into());
+        }
+    };
     let step = match provider
         .exec_script(&config.spec.config, &config.spec.commands, config.spec.save)
         .await
@@ -168,8 +194,15 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
             )
         }
     };
+    if step.status.exec_pid == 0 {
+        ctx.router_locks.release(&router, &name);
+    }
     finish(ctx, &fresh, &before, step).await
 }
+
+/// How soon a config waiting for another config's apply on its router looks
+/// again; applies of a small config take about a second.
+const ROUTER_BUSY_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A problem that needs a person (a missing target, unreadable credentials):
 /// shown in `status.message`, retried slowly, never a hot loop.

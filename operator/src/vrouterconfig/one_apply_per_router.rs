@@ -1,0 +1,120 @@
+//! One apply at a time per router. Every apply writes the same script path
+//! in the guest (`/tmp/vrouter-apply.sh`, fixed by the spec) and runs a
+//! configure session: two VRouterConfigs naming one target (two bindings,
+//! or a binding and a hand-written config) would otherwise overwrite the
+//! script the other is running and interleave their sessions.
+//!
+//! The operator is one leader process, so the lock lives in its memory. It
+//! is taken when an apply is dispatched, held while polls find it running,
+//! and released when its result is in. A holder that disappears (its config
+//! deleted mid-apply, or a process restart forgetting it) cannot block a
+//! router for longer than the apply timeout: every hold expires then.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// A router, as the configs name it: namespace and VRouterTarget.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Router {
+    pub namespace: String,
+    pub target: String,
+}
+
+#[derive(Debug)]
+struct Hold {
+    config: String,
+    until: Instant,
+}
+
+#[derive(Debug, Default)]
+pub struct RouterLocks {
+    holds: Mutex<HashMap<Router, Hold>>,
+}
+
+impl RouterLocks {
+    /// Takes (or renews) `router` for `config` until `until`, unless another
+    /// config holds it unexpired: then that config's name. Check and take
+    /// are one step, so two configs reconciled at once cannot both win.
+    pub fn try_hold(&self, router: &Router, config: &str, until: Instant, now: Instant) -> Result<(), String> {
+        let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(hold) = holds.get(router)
+            && hold.config != config
+            && hold.until > now
+        {
+            return Err(hold.config.clone());
+        }
+        holds.insert(
+            router.clone(),
+            Hold {
+                config: config.to_owned(),
+                until,
+            },
+        );
+        Ok(())
+    }
+
+    /// `config`'s apply on `router` is over; another config's hold stays.
+    pub fn release(&self, router: &Router, config: &str) {
+        let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
+        if holds.get(router).is_some_and(|hold| hold.config == config) {
+            holds.remove(router);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn router(target: &str) -> Router {
+        Router {
+            namespace: "net".into(),
+            target: target.into(),
+        }
+    }
+
+    #[test]
+    fn a_router_is_taken_by_one_config_until_released_or_expired() {
+        let locks = RouterLocks::default();
+        let t0 = Instant::now();
+        let until = t0 + Duration::from_secs(300);
+        assert_eq!(locks.try_hold(&router("r1"), "a", until, t0), Ok(()), "nobody held it");
+        let cases = [
+            ("b", "r1", 0, Err("a")),
+            ("a", "r1", 0, Ok(())),
+            ("b", "r2", 0, Ok(())),
+            ("b", "r1", 299, Err("a")),
+        ];
+        for (config, target, after, want) in cases {
+            let now = t0 + Duration::from_secs(after);
+            let got = locks.try_hold(&router(target), config, now + Duration::from_secs(300), now);
+            assert_eq!(got, want.map_err(str::to_owned), "{config} on {target} after {after}s");
+        }
+        // a renewed its hold at 0 s: b gets the router once that expired.
+        let expired = t0 + Duration::from_secs(300);
+        assert_eq!(
+            locks.try_hold(&router("r1"), "b", expired + Duration::from_secs(300), expired),
+            Ok(())
+        );
+        assert_eq!(
+            locks.try_hold(&router("r1"), "a", expired, expired),
+            Err("b".to_owned())
+        );
+    }
+
+    #[test]
+    fn only_the_holder_releases() {
+        let locks = RouterLocks::default();
+        let t0 = Instant::now();
+        let until = t0 + Duration::from_secs(300);
+        let r1 = router("r1");
+        locks.try_hold(&r1, "a", until, t0).unwrap();
+        locks.release(&r1, "b");
+        assert_eq!(locks.try_hold(&r1, "b", until, t0), Err("a".to_owned()));
+        locks.release(&r1, "a");
+        assert_eq!(locks.try_hold(&r1, "b", until, t0), Ok(()));
+    }
+}
