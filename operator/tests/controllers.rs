@@ -211,6 +211,43 @@ async fn two_configs_for_one_router_apply_one_after_the_other() {
     );
 }
 
+#[tokio::test]
+async fn a_generated_config_that_lost_its_binding_label_is_put_right() {
+    let site = site("ctl-relabel", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    fleet_template(ns).await;
+    set_target_params(ns, "r1", json!({"hostName": "r1", "address": "192.0.2.1/24"})).await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "edge"}, "spec": {"templateRefs": [{"name": "addr"}], "targetRefs": [{"name": "r1"}]}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    let (phase, _, message) = final_phase(&configs, "edge.r1", Duration::from_secs(60)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    // Someone removes the label the binding finds its configs by.
+    configs
+        .patch(
+            "edge.r1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"vrouter.kojuro.date/binding": null}}})),
+        )
+        .await
+        .unwrap();
+    let label = wait_for("the label back", Duration::from_secs(30), || async {
+        let config = configs.get("edge.r1").await.ok()?;
+        config.metadata.labels?.get("vrouter.kojuro.date/binding").cloned()
+    })
+    .await;
+    assert_eq!(label, "edge");
+    let bindings = ns.api::<VRouterBinding>();
+    let ready = wait_for("binding Ready", Duration::from_secs(30), || async {
+        ready_of(&bindings.get("edge").await.ok()?).filter(|(s, _, _)| s == "True")
+    })
+    .await;
+    assert_eq!(ready.1, "ReconcileSucceeded");
+}
+
 fn ready_of(binding: &VRouterBinding) -> Option<(String, String, String)> {
     let c = binding
         .status

@@ -112,14 +112,19 @@ pub fn needs_write(existing: &VRouterConfig, desired: &VRouterConfig) -> bool {
     if wanted_labels.iter().any(|(k, v)| labels.get(k) != Some(v)) {
         return true;
     }
+    !controlled_by_the_same_owner(existing, desired)
+}
+
+/// Whether `existing` is controlled by the binding that `desired` names as
+/// its owner: a config of the generated name that is not is someone else's.
+pub fn controlled_by_the_same_owner(existing: &VRouterConfig, desired: &VRouterConfig) -> bool {
     let owner = desired.metadata.owner_references.as_ref().and_then(|o| o.first());
-    let has_owner = existing
+    existing
         .metadata
         .owner_references
         .iter()
         .flatten()
-        .any(|o| Some(&o.uid) == owner.map(|w| &w.uid) && o.controller == Some(true));
-    !has_owner
+        .any(|o| Some(&o.uid) == owner.map(|w| &w.uid) && o.controller == Some(true))
 }
 
 /// Renders the binding for each target, in `targets` order: params merged

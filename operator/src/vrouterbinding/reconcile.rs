@@ -239,27 +239,42 @@ async fn write_config(
     desired: &VRouterConfig,
     existing: Option<&VRouterConfig>,
 ) -> Result<(), Error> {
-    let name = desired.name_any();
     match existing {
-        None => {
-            api.create(&PostParams::default(), desired).await?;
-        }
-        Some(current) if plan::needs_write(current, desired) => {
-            let patch = serde_json::json!({
-                "metadata": {
-                    "labels": desired.metadata.labels,
-                    "ownerReferences": desired.metadata.owner_references,
-                },
-                // Only what changed, and `null` for what the desired spec
-                // no longer has: its empty `config`/`commands` are left out
-                // when serialized, and a merge patch that leaves a key out
-                // keeps the old value (applied again with the next change).
-                "spec": objects::merge_patch(&json_of(&current.spec), &json_of(&desired.spec)),
-            });
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
-        }
+        None => match api.create(&PostParams::default(), desired).await {
+            Ok(_) => {}
+            // Existing configs are found by the binding's label: one of its
+            // own whose label was removed is found only now. It is put
+            // right; a config of that name the binding does not control is
+            // not its to change, and the conflict is reported.
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let current = api.get(&desired.name_any()).await?;
+                if !plan::controlled_by_the_same_owner(&current, desired) {
+                    return Err(kube::Error::Api(e).into());
+                }
+                patch_config(api, &current, desired).await?;
+            }
+            Err(e) => return Err(e.into()),
+        },
+        Some(current) if plan::needs_write(current, desired) => patch_config(api, current, desired).await?,
         Some(_) => {}
     }
+    Ok(())
+}
+
+async fn patch_config(api: &Api<VRouterConfig>, current: &VRouterConfig, desired: &VRouterConfig) -> Result<(), Error> {
+    let patch = serde_json::json!({
+        "metadata": {
+            "labels": desired.metadata.labels,
+            "ownerReferences": desired.metadata.owner_references,
+        },
+        // Only what changed, and `null` for what the desired spec no longer
+        // has: its empty `config`/`commands` are left out when serialized,
+        // and a merge patch that leaves a key out keeps the old value
+        // (applied again with the next change).
+        "spec": objects::merge_patch(&json_of(&current.spec), &json_of(&desired.spec)),
+    });
+    api.patch(&desired.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
     Ok(())
 }
 
