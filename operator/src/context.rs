@@ -15,6 +15,7 @@ use crate::lookup_cache::CachedLookup;
 
 use crate::metrics::Metrics;
 use crate::vrouterconfig::one_apply_per_router::RouterLocks;
+use crate::vrouterconfig::status_object_retry::StatusObjectsDue;
 
 /// Builds the provider that reaches a target's router.
 #[async_trait]
@@ -87,6 +88,8 @@ pub struct Context {
     pub providers: Arc<dyn Providers>,
     /// Which config's apply runs on which router: one at a time.
     pub router_locks: RouterLocks,
+    /// Applied configs whose VRouterStatus is still to be created.
+    pub status_objects_due: StatusObjectsDue,
 }
 
 impl Context {
@@ -102,6 +105,7 @@ impl Context {
             settings,
             providers,
             router_locks: RouterLocks::default(),
+            status_objects_due: StatusObjectsDue::default(),
         }
     }
 

@@ -308,3 +308,53 @@ async fn the_router_is_read_once_per_sync_interval_not_on_every_wake_up() {
     assert_eq!(status(&site).await.unwrap().last_fetch_time, first.last_fetch_time);
     assert_eq!(applies(&site), 1);
 }
+
+#[tokio::test]
+async fn a_status_object_that_could_not_be_created_is_created_once_it_can_be() {
+    use k8s_openapi::api::core::v1::{Event, ResourceQuota};
+    let site = drift_site("drift-quota").await;
+    // For now no VRouterStatus may be created in this namespace.
+    let quotas = site.ns.api::<ResourceQuota>();
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "no-statuses"},
+        "spec": {"hard": {"count/vrouterstatuses.vrouter.kojuro.date": "0"}},
+    }))
+    .unwrap();
+    quotas.create(&Default::default(), &quota).await.unwrap();
+    // The test control plane runs no quota controller: the usage it would
+    // record is written here, so that admission enforces the quota.
+    let usage = json!({"status": {
+        "hard": {"count/vrouterstatuses.vrouter.kojuro.date": "0"},
+        "used": {"count/vrouterstatuses.vrouter.kojuro.date": "0"},
+    }});
+    quotas
+        .patch_status("no-statuses", &PatchParams::default(), &Patch::Merge(usage))
+        .await
+        .unwrap();
+    create_config(&site).await;
+    let configs = site.ns.api::<VRouterConfig>();
+    let (phase, _, message) = common::final_phase(&configs, "c", Duration::from_secs(60)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    let events = site.ns.api::<Event>();
+    let note = wait_for("a StatusNotCreated event", Duration::from_secs(30), || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("StatusNotCreated") && e.involved_object.name.as_deref() == Some("c"))
+            .and_then(|e| e.message)
+    })
+    .await;
+    assert!(
+        note.starts_with(r#"could not create VRouterStatus "c" for drift detection: "#),
+        "{note}"
+    );
+    assert!(site.ns.api::<VRouterStatus>().get_opt("c").await.unwrap().is_none());
+
+    quotas.delete("no-statuses", &Default::default()).await.unwrap();
+    wait_for(
+        "the VRouterStatus after the quota is gone",
+        Duration::from_secs(90),
+        || async { site.ns.api::<VRouterStatus>().get_opt("c").await.ok()? },
+    )
+    .await;
+}

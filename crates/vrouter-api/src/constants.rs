@@ -58,6 +58,9 @@ pub mod event {
     pub const TARGET_UNAVAILABLE: &str = "TargetUnavailable";
     /// A binding's rollout reached its last target.
     pub const ROLLOUT_COMPLETED: &str = "RolloutCompleted";
+    /// The VRouterStatus of an applied config could not be created (it is
+    /// tried again): its router is not watched for drift meanwhile.
+    pub const STATUS_NOT_CREATED: &str = "StatusNotCreated";
 }
 
 /// The fixed path the apply script is written to inside the guest.

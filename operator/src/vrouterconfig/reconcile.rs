@@ -156,6 +156,12 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
     }
     let generation = config.meta().generation.unwrap_or(0);
     let Some(reason) = decide::dispatch_reason(&status, generation, last_reboot.as_ref()) else {
+        if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&router, &name) {
+            return Ok(match ensure_status_object(ctx, config, &router).await? {
+                true => Action::await_change(),
+                false => Action::requeue(STATUS_OBJECT_RETRY),
+            });
+        }
         return Ok(Action::await_change());
     };
     if let Err(other) = ctx.router_locks.try_hold(&router, &name, hold_until, Instant::now()) {
@@ -252,7 +258,13 @@ async fn finish(
         ctx.event(config, event.warning, event.reason, event.note.clone()).await;
     }
     if step.status.phase == vrouter_api::Phase::Applied && current.phase != vrouter_api::Phase::Applied {
-        ensure_status_object(ctx, config).await?;
+        let router = Router {
+            namespace: config.namespace().unwrap_or_default(),
+            target: config.spec.target_ref.name.clone(),
+        };
+        if !ensure_status_object(ctx, config, &router).await? {
+            return Ok(Action::requeue(STATUS_OBJECT_RETRY));
+        }
     }
     match step.next {
         Next::Done => Ok(Action::await_change()),
@@ -261,9 +273,43 @@ async fn finish(
     }
 }
 
+/// How soon a VRouterStatus that could not be created is tried again.
+const STATUS_OBJECT_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// After the first successful apply, a VRouterStatus watches the router for
-/// drift. It is owned by the config, so it goes when the config goes.
-async fn ensure_status_object(ctx: &Context, config: &VRouterConfig) -> Result<(), Error> {
+/// drift. It is owned by the config, so it goes when the config goes. A
+/// failed create is remembered and tried again every
+/// [`STATUS_OBJECT_RETRY`]: the config is Applied by then and nothing else
+/// would bring it back here before its next apply. Returns whether it
+/// exists now.
+async fn ensure_status_object(ctx: &Context, config: &VRouterConfig, router: &Router) -> Result<bool, Error> {
+    let name = config.name_any();
+    match create_status_object(ctx, config).await {
+        Ok(()) => {
+            ctx.status_objects_due.remove(router, &name);
+            Ok(true)
+        }
+        Err(Error::Kube(error)) => {
+            ctx.status_objects_due.insert(router, &name);
+            let message = match &error {
+                kube::Error::Api(e) => format!("{} ({})", e.message, e.reason),
+                other => other.to_string(),
+            };
+            tracing::warn!(config = %name, %message, "could not create the VRouterStatus; retrying");
+            ctx.event(
+                config,
+                true,
+                vrouter_api::constants::event::STATUS_NOT_CREATED,
+                format!("could not create VRouterStatus {name:?} for drift detection: {message}"),
+            )
+            .await;
+            Ok(false)
+        }
+        Err(other) => Err(other),
+    }
+}
+
+async fn create_status_object(ctx: &Context, config: &VRouterConfig) -> Result<(), Error> {
     let namespace = config.namespace().unwrap_or_default();
     let api: Api<VRouterStatus> = Api::namespaced(ctx.client.clone(), &namespace);
     let name = config.name_any();
