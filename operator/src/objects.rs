@@ -119,7 +119,13 @@ where
         Some(value) if !value.is_null() => serde_json::from_value(value.clone()).map_err(kube::Error::SerdeError)?,
         _ => S::default(),
     };
-    if &stored != current {
+    // `current` may be a status built in memory (the one written just
+    // before a dispatch), with times finer than the whole seconds the
+    // server stores: compare it as the server would have stored it.
+    let current_as_stored: S = serde_json::to_value(current)
+        .and_then(serde_json::from_value)
+        .map_err(kube::Error::SerdeError)?;
+    if stored != current_as_stored {
         return Err(kube::Error::Api(conflict));
     }
     write_status(client, &fresh, Some(current), status).await?;

@@ -74,3 +74,47 @@ async fn a_result_survives_a_label_written_meanwhile_but_not_a_status_written_me
     let stored = api.get("c").await.unwrap();
     assert_eq!(stored.status.map(|s| s.phase), Some(Phase::Pending));
 }
+
+#[tokio::test]
+async fn a_new_exec_handle_survives_a_label_written_while_the_apply_starts() {
+    use k8s_openapi::jiff::Timestamp;
+    use vrouter_operator::vrouterconfig::decide::{self, Clock};
+
+    let env = TestEnv::shared().await;
+    let ns = env.namespace("handle-writes").await;
+    let client = env.client();
+    let api = ns.api::<VRouterConfig>();
+    let seen: VRouterConfig = create(
+        &ns,
+        json!({"metadata": {"name": "d"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name d\n"}}),
+    )
+    .await;
+    let generation = seen.metadata.generation.unwrap();
+    // As the controller does it: the status before the dispatch is built in
+    // memory at a time with a fraction of a second, written, and the handle
+    // then recorded over it.
+    let clock = Clock {
+        now: Timestamp::new(Timestamp::now().as_second(), 500_000_000).unwrap(),
+        apply_timeout: std::time::Duration::from_secs(300),
+    };
+    let status = seen.status.clone().unwrap_or_default();
+    let before = decide::before_dispatch(&status, generation, clock);
+    let fresh = objects::write_status(&client, &seen, Some(&status), &before)
+        .await
+        .unwrap();
+    api.patch(
+        "d",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "net"}}})),
+    )
+    .await
+    .unwrap();
+    let dispatched = decide::after_dispatch(&before, generation, clock, 4242, None).status;
+    let written = objects::patch_status_keeping_result(&client, &fresh, &before, &dispatched).await;
+    assert!(written.unwrap(), "the handle is written over the new resourceVersion");
+    let stored = api.get("d").await.unwrap();
+    assert_eq!(
+        stored.status.map(|s| (s.phase, s.exec_pid)),
+        Some((Phase::Applying, 4242))
+    );
+}
