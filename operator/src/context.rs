@@ -7,8 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
-use vrouter_api::VRouterTarget;
+use vrouter_api::{VRouterConfig, VRouterTarget};
 use vrouter_providers::{FactoryContext, GuestTiming, KubeLookup, Provider, ProviderError, build_provider};
 
 use crate::lookup_cache::CachedLookup;
@@ -90,6 +91,9 @@ pub struct Context {
     pub router_locks: RouterLocks,
     /// Applied configs whose VRouterStatus is still to be created.
     pub status_objects_due: StatusObjectsDue,
+    /// Every VRouterConfig as the running controller last saw it; set each
+    /// time the controllers start (a new leader term brings a new store).
+    pub configs_seen: std::sync::RwLock<Option<Store<VRouterConfig>>>,
 }
 
 impl Context {
@@ -106,6 +110,7 @@ impl Context {
             providers,
             router_locks: RouterLocks::default(),
             status_objects_due: StatusObjectsDue::default(),
+            configs_seen: std::sync::RwLock::new(None),
         }
     }
 

@@ -50,6 +50,7 @@ pub async fn controllers(
     let configs = Controller::new(api::<VRouterConfig>(&client, ns), wc.clone())
         .with_config(controller::Config::default().concurrency(CONFIG_CONCURRENCY));
     let config_store = configs.store();
+    *ctx.configs_seen.write().unwrap_or_else(|e| e.into_inner()) = Some(config_store.clone());
     let configs = configs
         .watches(api::<VRouterTarget>(&client, ns), wc.clone(), move |target| {
             let namespace = target.namespace().unwrap_or_default();

@@ -248,6 +248,108 @@ async fn a_generated_config_that_lost_its_binding_label_is_put_right() {
     assert_eq!(ready.1, "ReconcileSucceeded");
 }
 
+#[tokio::test]
+async fn after_a_restart_a_config_still_waits_for_the_apply_in_flight_on_its_router() {
+    let site = site("ctl-one-router-restart", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "a"}, "spec": {"targetRef": {"name": "r1"},
+            "commands": "set system host-name a\nsleep 4\nset system domain-name a.example\n"}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    wait_for("a's apply to run", Duration::from_secs(30), || async {
+        let status = configs.get_opt("a").await.ok()??.status?;
+        (status.exec_pid > 0).then_some(())
+    })
+    .await;
+    // The operator goes away mid-apply; b arrives; a new operator process
+    // starts with nothing in memory. a is paused meanwhile, so the new
+    // process does not poll it: only a's stored status says it is running.
+    site.stop.send(true).unwrap();
+    let pause = |value: Option<&str>| {
+        let configs = configs.clone();
+        let patch = json!({"metadata": {"annotations": {"vrouter.kojuro.date/paused": value}}});
+        async move {
+            configs
+                .patch("a", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch))
+                .await
+                .unwrap();
+        }
+    };
+    pause(Some("true")).await;
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "b"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name b\n"}}),
+    )
+    .await;
+    let restarted = Arc::new(vrouter_operator::context::Context::new(
+        site.ctx.client.clone(),
+        vrouter_operator::metrics::Metrics::new(),
+        site.ctx.settings.clone(),
+        site.providers.clone(),
+    ));
+    let _stop = start_controllers(&restarted, ns.name());
+    wait_for("b to wait for a", Duration::from_secs(20), || async {
+        let (_, _, message) = config_phase(&configs, "b").await?;
+        (message == r#"waiting for VRouterConfig "a" to finish its apply on the same router"#).then_some(())
+    })
+    .await;
+    pause(None).await;
+    for name in ["a", "b"] {
+        let (phase, _, message) = final_phase(&configs, name, Duration::from_secs(60)).await;
+        assert_eq!(phase, Phase::Applied, "{name}: {message}");
+    }
+    let calls = site.routers["r1"].sandbox.calls();
+    let position = |call: &str| {
+        calls
+            .iter()
+            .position(|c| c == call)
+            .unwrap_or_else(|| panic!("{call}: {calls:#?}"))
+    };
+    assert!(
+        position("set system host-name b") > position("set system domain-name a.example"),
+        "b started while a's apply still ran: {calls:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_config_with_the_binding_label_but_another_controller_is_not_taken_over() {
+    let site = site("ctl-other-controller", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {
+            "name": "edge.r1",
+            "labels": {"vrouter.kojuro.date/binding": "edge", "vrouter.kojuro.date/target": "r1"},
+            "ownerReferences": [{"apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterBinding", "name": "edge-old",
+                "uid": "00000000-0000-0000-0000-000000000001", "controller": true}],
+        }, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name kept\n"}}),
+    )
+    .await;
+    fleet_template(ns).await;
+    set_target_params(ns, "r1", json!({"hostName": "r1", "address": "192.0.2.1/24"})).await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "edge"}, "spec": {"templateRefs": [{"name": "addr"}], "targetRefs": [{"name": "r1"}]}}),
+    )
+    .await;
+    let bindings = ns.api::<VRouterBinding>();
+    let (_, reason, message) = wait_for("binding not Ready", Duration::from_secs(60), || async {
+        ready_of(&bindings.get("edge").await.ok()?).filter(|(s, _, _)| s == "False")
+    })
+    .await;
+    assert_eq!(reason, "ReconcileError");
+    assert_eq!(
+        message,
+        r#"VRouterConfig "edge.r1" carries this binding's label but is controlled by VRouterBinding "edge-old""#
+    );
+    let config = ns.api::<VRouterConfig>().get("edge.r1").await.unwrap();
+    assert_eq!(config.spec.commands, "set system host-name kept\n");
+    assert_eq!(config.metadata.owner_references.unwrap()[0].name, "edge-old");
+}
+
 fn ready_of(binding: &VRouterBinding) -> Option<(String, String, String)> {
     let c = binding
         .status

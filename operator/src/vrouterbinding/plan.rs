@@ -115,6 +115,20 @@ pub fn needs_write(existing: &VRouterConfig, desired: &VRouterConfig) -> bool {
     !controlled_by_the_same_owner(existing, desired)
 }
 
+/// The controller of `existing` (`Kind name`) when that is not the binding
+/// `desired` names as its owner; `None` when it has no controller or is
+/// the binding's.
+pub fn other_controller(existing: &VRouterConfig, desired: &VRouterConfig) -> Option<String> {
+    let owner = desired.metadata.owner_references.as_ref().and_then(|o| o.first());
+    existing
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && Some(&o.uid) != owner.map(|w| &w.uid))
+        .map(|o| format!("{} {:?}", o.kind, o.name))
+}
+
 /// Whether `existing` is controlled by the binding that `desired` names as
 /// its owner: a config of the generated name that is not is someone else's.
 pub fn controlled_by_the_same_owner(existing: &VRouterConfig, desired: &VRouterConfig) -> bool {
@@ -257,6 +271,29 @@ mod tests {
         let mut unowned = existing.clone();
         unowned.metadata.owner_references = None;
         assert!(needs_write(&unowned, &desired));
+    }
+
+    #[test]
+    fn a_config_controlled_by_another_object_is_named_and_an_uncontrolled_one_is_not() {
+        let desired = desired_config(&simple(), "a", "cfg".into(), "cmd".into());
+        assert_eq!(other_controller(&desired, &desired), None, "the binding's own");
+        let mut unowned = desired.clone();
+        unowned.metadata.owner_references = None;
+        assert_eq!(other_controller(&unowned, &desired), None, "adoptable");
+        let mut other = desired.clone();
+        let reference = &mut other.metadata.owner_references.as_mut().unwrap()[0];
+        reference.uid = "uid-of-another-binding".into();
+        reference.name = "bgp-old".into();
+        assert_eq!(
+            other_controller(&other, &desired).as_deref(),
+            Some(r#"VRouterBinding "bgp-old""#)
+        );
+        other.metadata.owner_references.as_mut().unwrap()[0].controller = Some(false);
+        assert_eq!(
+            other_controller(&other, &desired),
+            None,
+            "an owner that is not the controller"
+        );
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("rollout: {0}")]
     Rollout(#[from] vrouter_rollout::RolloutError),
+    #[error("{0}")]
+    NotOurs(String),
 }
 
 /// Why the binding cannot be rendered; shown as `Ready=False/ReconcileError`
@@ -255,7 +257,17 @@ async fn write_config(
             }
             Err(e) => return Err(e.into()),
         },
-        Some(current) if plan::needs_write(current, desired) => patch_config(api, current, desired).await?,
+        Some(current) if plan::needs_write(current, desired) => {
+            // Carrying the binding's label does not make a config the
+            // binding's to take from another controller.
+            if let Some(other) = plan::other_controller(current, desired) {
+                return Err(Error::NotOurs(format!(
+                    "VRouterConfig {:?} carries this binding's label but is controlled by {other}",
+                    desired.name_any()
+                )));
+            }
+            patch_config(api, current, desired).await?
+        }
         Some(_) => {}
     }
     Ok(())

@@ -163,7 +163,7 @@ fn apply_timeout_step(mut status: VRouterConfigStatus, clock: Clock, context: &s
 /// has its timeout enforced, so a VM stopped mid-apply does not leave the
 /// config Applying forever: the next look comes no later than its deadline.
 pub fn on_vm_stopped(status: &VRouterConfigStatus, clock: Clock) -> Step {
-    let status = with_exec_start(status, clock.now);
+    let status = nothing_attempted_meanwhile(with_exec_start(status, clock.now));
     let mut next = VM_STOPPED_RETRY;
     if status.exec_pid > 0 {
         if timed_out(&status, clock) {
@@ -178,6 +178,17 @@ pub fn on_vm_stopped(status: &VRouterConfigStatus, clock: Clock) -> Step {
     }
 }
 
+/// With no apply in flight, a start time left by a failed dispatch is
+/// dropped while the router cannot be tried (stopped, not ready, busy with
+/// another config): the retries that failed are given the full apply
+/// timeout again once it can, instead of one more attempt at most.
+pub fn nothing_attempted_meanwhile(mut status: VRouterConfigStatus) -> VRouterConfigStatus {
+    if status.exec_pid == 0 {
+        status.exec_started_time = None;
+    }
+    status
+}
+
 /// What is left of the apply timeout; zero once it is spent.
 fn time_left(status: &VRouterConfigStatus, clock: Clock) -> Duration {
     let left = std_to_signed(clock.apply_timeout) - elapsed_since(&status.exec_started_time, clock.now);
@@ -186,7 +197,7 @@ fn time_left(status: &VRouterConfigStatus, clock: Clock) -> Duration {
 
 /// The router did not pass its readiness check (spec §7.2 step 3).
 pub fn on_not_ready(status: &VRouterConfigStatus, clock: Clock, why: &str) -> Step {
-    let mut status = with_exec_start(status, clock.now);
+    let mut status = nothing_attempted_meanwhile(with_exec_start(status, clock.now));
     if status.exec_pid > 0 && timed_out(&status, clock) {
         return apply_timeout_step(status, clock, &format!(" (router not ready: {why})"));
     }

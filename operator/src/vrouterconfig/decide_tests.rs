@@ -367,6 +367,38 @@ fn step7_a_dispatch_that_keeps_failing_is_given_up_after_the_apply_timeout() {
         step.status.message,
         "apply could not be started within 600s: guest-exec is disabled"
     );
+    // A stopped VM, a router not ready: nothing is tried meanwhile, so the
+    // count starts again when a dispatch can be tried.
+    let first = on_dispatch_failed(
+        &before_dispatch(&applied(), 4, clock(1)),
+        4,
+        clock(1),
+        "flake",
+        false,
+        None,
+    )
+    .status;
+    let paused = [
+        on_vm_stopped(&first, clock(100)).status,
+        on_not_ready(&first, clock(100), "booting").status,
+    ];
+    for paused in paused {
+        assert_eq!(paused.exec_started_time, None);
+        let again = on_dispatch_failed(
+            &before_dispatch(&paused, 4, clock(700)),
+            4,
+            clock(700),
+            "flake",
+            false,
+            None,
+        );
+        assert_eq!(
+            again.status.phase,
+            Phase::Applying,
+            "one more failure after the pause is retried"
+        );
+        assert_eq!(again.status.exec_started_time, Some(time(700)));
+    }
     // A new generation starts its own count.
     let next = before_dispatch(&step.status, 5, clock(700));
     assert_eq!(next.exec_started_time, Some(time(700)));

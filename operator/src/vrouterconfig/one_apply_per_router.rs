@@ -7,12 +7,18 @@
 //! The operator is one leader process, so the lock lives in its memory. It
 //! is taken when an apply is dispatched, held while polls find it running,
 //! and released when its result is in. A holder that disappears (its config
-//! deleted mid-apply, or a process restart forgetting it) cannot block a
-//! router for longer than the apply timeout: every hold expires then.
+//! deleted mid-apply) cannot block a router for longer than the apply
+//! timeout: every hold expires then. A restarted process starts with no
+//! holds; what it knows then is the configs' stored status, read by
+//! [`in_flight_elsewhere`].
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+use vrouter_api::VRouterConfig;
 
 /// A router, as the configs name it: namespace and VRouterTarget.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -54,6 +60,15 @@ impl RouterLocks {
         Ok(())
     }
 
+    /// The config holding `router` unexpired, when it is not `config`.
+    pub fn held_by_other(&self, router: &Router, config: &str, now: Instant) -> Option<String> {
+        let holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
+        holds
+            .get(router)
+            .filter(|hold| hold.config != config && hold.until > now)
+            .map(|hold| hold.config.clone())
+    }
+
     /// `config`'s apply on `router` is over; another config's hold stays.
     pub fn release(&self, router: &Router, config: &str) {
         let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
@@ -63,11 +78,75 @@ impl RouterLocks {
     }
 }
 
+/// Another config on `router` whose stored status shows an apply in flight
+/// (a handle, started less than `apply_timeout` ago).
+pub fn in_flight_elsewhere<'a>(
+    configs: impl IntoIterator<Item = &'a VRouterConfig>,
+    router: &Router,
+    config: &str,
+    now: Timestamp,
+    apply_timeout: Duration,
+) -> Option<String> {
+    let timeout = SignedDuration::try_from(apply_timeout).unwrap_or(SignedDuration::MAX);
+    configs
+        .into_iter()
+        .filter(|c| {
+            c.namespace().as_deref() == Some(router.namespace.as_str())
+                && c.spec.target_ref.name == router.target
+                && c.name_any() != config
+        })
+        .find(|c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.exec_pid > 0
+                    && s.exec_started_time
+                        .as_ref()
+                        .is_none_or(|started| now.duration_since(started.0) < timeout)
+            })
+        })
+        .map(|c| c.name_any())
+}
+
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use super::*;
+
+    fn config(namespace: &str, name: &str, target: &str, pid: i64, started: Option<i64>) -> VRouterConfig {
+        let mut c: VRouterConfig = serde_json::from_value(serde_json::json!({
+            "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterConfig",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"targetRef": {"name": target}},
+        }))
+        .unwrap();
+        let status = c.status.get_or_insert_default();
+        status.exec_pid = pid;
+        status.exec_started_time = started.map(|s| Time(Timestamp::from_second(1_800_000_000 + s).unwrap()));
+        c
+    }
+
+    #[test]
+    fn an_apply_in_flight_is_found_from_the_stored_status() {
+        let now = Timestamp::from_second(1_800_000_000 + 100).unwrap();
+        let timeout = Duration::from_secs(300);
+        let me = Router {
+            namespace: "net".into(),
+            target: "r1".into(),
+        };
+        let cases = [
+            (config("net", "a", "r1", 7, Some(0)), Some("a")),
+            (config("net", "a", "r1", 7, None), Some("a")),
+            (config("net", "a", "r1", 0, Some(0)), None),
+            (config("net", "b", "r1", 7, Some(0)), None),
+            (config("net", "a", "r2", 7, Some(0)), None),
+            (config("other", "a", "r1", 7, Some(0)), None),
+            (config("net", "a", "r1", 7, Some(-200)), None),
+        ];
+        for (other, want) in cases {
+            let got = in_flight_elsewhere([&other], &me, "b", now, timeout);
+            assert_eq!(got.as_deref(), want, "{:?}", other.status);
+        }
+    }
 
     fn router(target: &str) -> Router {
         Router {

@@ -14,7 +14,7 @@ use vrouter_api::{NameRef, VRouterConfig, VRouterConfigStatus, VRouterStatus, VR
 use vrouter_providers::{ExecHandle, ExecStatus, ProviderError};
 
 use super::decide::{self, Clock, Next, Poll, Step};
-use super::one_apply_per_router::Router;
+use super::one_apply_per_router::{Router, in_flight_elsewhere};
 use crate::context::Context;
 use crate::metrics::ResultLabels;
 use crate::objects;
@@ -68,6 +68,12 @@ pub async fn reconcile(config: Arc<VRouterConfig>, ctx: Arc<Context>) -> Result<
 async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action, Error> {
     if config.meta().deletion_timestamp.is_some() {
         // Deleting the object never touches the router: it keeps its config.
+        // An apply still running keeps its router hold until it expires.
+        let router = Router {
+            namespace: config.namespace().unwrap_or_default(),
+            target: config.spec.target_ref.name.clone(),
+        };
+        ctx.status_objects_due.remove(&router, &config.name_any());
         objects::remove_finalizer(&ctx.client, config, FINALIZER).await?;
         return Ok(Action::await_change());
     }
@@ -111,6 +117,20 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
         Err(e) => return note_problem(ctx, config, &status, format!("cannot reach the router: {e}")).await,
     };
     let last_reboot = target.status.as_ref().and_then(|s| s.last_reboot_time.clone());
+    let generation = config.meta().generation.unwrap_or(0);
+    let router = Router {
+        namespace: namespace.clone(),
+        target: target_ref.name.clone(),
+    };
+    let name = config.name_any();
+    // A config that would dispatch but whose router is busy waits without
+    // looking at the router: the other apply is polled through the same agent.
+    if status.exec_pid == 0
+        && decide::dispatch_reason(&status, generation, last_reboot.as_ref()).is_some()
+        && let Some(other) = router_busy_with(ctx, &router, &name, clock).await
+    {
+        return wait_for_router(ctx, config, &status, &other).await;
+    }
 
     let running = match provider.is_vm_running().await {
         Ok(running) => running,
@@ -135,11 +155,6 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
         )
         .await;
     }
-    let router = Router {
-        namespace: namespace.clone(),
-        target: target_ref.name.clone(),
-    };
-    let name = config.name_any();
     // An apply in flight holds its router until its result is in; a
     // process that restarted mid-apply takes the hold again here.
     let hold_until = Instant::now() + ctx.settings.apply_timeout;
@@ -154,7 +169,6 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
         }
         return finish(ctx, config, &status, step).await;
     }
-    let generation = config.meta().generation.unwrap_or(0);
     let Some(reason) = decide::dispatch_reason(&status, generation, last_reboot.as_ref()) else {
         if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&router, &name) {
             return Ok(match ensure_status_object(ctx, config, &router).await? {
@@ -165,10 +179,11 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
         return Ok(Action::await_change());
     };
     if let Err(other) = ctx.router_locks.try_hold(&router, &name, hold_until, Instant::now()) {
-        let mut next = status.clone();
-        next.message = format!("waiting for VRouterConfig {other:?} to finish its apply on the same router");
-        objects::patch_status(&ctx.client, config, Some(&status), &next).await?;
-        return Ok(Action::requeue(ROUTER_BUSY_RETRY));
+        return wait_for_router(ctx, config, &status, &other).await;
+    }
+    if let Some(other) = router_busy_with(ctx, &router, &name, clock).await {
+        ctx.router_locks.release(&router, &name);
+        return wait_for_router(ctx, config, &status, &other).await;
     }
     tracing::info!(config = %name, ?reason, generation, "dispatching apply");
     // Applied=False for the new generation goes out before the script runs.
@@ -208,7 +223,38 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
 
 /// How soon a config waiting for another config's apply on its router looks
 /// again; applies of a small config take about a second.
-const ROUTER_BUSY_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+const ROUTER_BUSY_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Another config whose apply runs on `router`: held in this process, or,
+/// after a restart, shown in stored statuses (the store is read once its
+/// first list is in, so a restarted process cannot miss one).
+async fn router_busy_with(ctx: &Context, router: &Router, name: &str, clock: Clock) -> Option<String> {
+    if let Some(other) = ctx.router_locks.held_by_other(router, name, Instant::now()) {
+        return Some(other);
+    }
+    let store = ctx.configs_seen.read().unwrap_or_else(|e| e.into_inner()).clone()?;
+    store.wait_until_ready().await.ok()?;
+    let configs = store.state();
+    in_flight_elsewhere(
+        configs.iter().map(|c| &**c),
+        router,
+        name,
+        clock.now,
+        clock.apply_timeout,
+    )
+}
+
+async fn wait_for_router(
+    ctx: &Context,
+    config: &VRouterConfig,
+    status: &VRouterConfigStatus,
+    other: &str,
+) -> Result<Action, Error> {
+    let mut next = decide::nothing_attempted_meanwhile(status.clone());
+    next.message = format!("waiting for VRouterConfig {other:?} to finish its apply on the same router");
+    objects::patch_status(&ctx.client, config, Some(status), &next).await?;
+    Ok(Action::requeue(ROUTER_BUSY_RETRY))
+}
 
 /// A problem that needs a person (a missing target, unreadable credentials):
 /// shown in `status.message`, retried slowly, never a hot loop.
