@@ -69,7 +69,8 @@ pub struct VRouterConfigStatus {
     /// Handle of the apply in flight (a guest-agent PID for KubeVirt and Proxmox).
     #[serde(rename = "execPID", default, skip_serializing_if = "is_zero")]
     pub exec_pid: i64,
-    /// When the apply in flight was dispatched; bounds how long it is polled.
+    /// When the apply in flight was dispatched (with no handle yet: when its
+    /// dispatch was first tried); bounds how long it is polled or retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec_started_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
