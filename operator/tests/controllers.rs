@@ -350,6 +350,54 @@ async fn a_config_with_the_binding_label_but_another_controller_is_not_taken_ove
     assert_eq!(config.metadata.owner_references.unwrap()[0].name, "edge-old");
 }
 
+#[tokio::test]
+async fn an_apply_whose_credentials_vanish_mid_apply_still_times_out() {
+    let settings = Settings {
+        apply_timeout: Duration::from_secs(4),
+        ..Settings::default()
+    };
+    let site = site("ctl-vanished", &["r1"], settings).await;
+    let ns = &site.ns;
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "slow"}, "spec": {"targetRef": {"name": "r1"}, "commands": "sleep 30\n"}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    wait_for("the apply to run", Duration::from_secs(30), || async {
+        let status = configs.get_opt("slow").await.ok()??.status?;
+        (status.exec_pid > 0).then_some(())
+    })
+    .await;
+    // The Proxmox token is deleted while the apply runs: the router can no
+    // longer be reached to learn how it ended.
+    ns.api::<k8s_openapi::api::core::v1::Secret>()
+        .delete("pve-token", &Default::default())
+        .await
+        .unwrap();
+    let (phase, applied, message) = final_phase(&configs, "slow", Duration::from_secs(60)).await;
+    assert_eq!(phase, Phase::Failed);
+    assert_eq!(applied, Some(("False".into(), "ApplyTimeout".into())));
+    // The message shows the problem as it stands; the condition, why the
+    // apply failed.
+    assert!(message.starts_with("cannot reach the router: Secret "), "{message}");
+    let config = configs.get("slow").await.unwrap();
+    let condition = config
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Applied")
+        .unwrap();
+    assert!(
+        condition
+            .message
+            .starts_with("apply did not finish within 4s (cannot reach the router: "),
+        "{}",
+        condition.message
+    );
+}
+
 fn ready_of(binding: &VRouterBinding) -> Option<(String, String, String)> {
     let c = binding
         .status

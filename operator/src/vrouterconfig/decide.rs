@@ -24,6 +24,9 @@ pub const FIRST_POLL: Duration = Duration::from_millis(250);
 pub const MAX_POLL: Duration = Duration::from_secs(5);
 /// After a lost exec result, re-dispatch promptly.
 pub const REDISPATCH_AFTER: Duration = Duration::from_millis(500);
+/// How often a config whose target cannot be reached (missing, or its
+/// provider cannot be built) is looked at again.
+pub const TARGET_UNAVAILABLE_RETRY: Duration = Duration::from_secs(30);
 /// How often a stopped VM is looked at again. The target's watch usually
 /// brings its start sooner; this covers a start the target saw before this
 /// config did, which no later change of the target would announce.
@@ -193,6 +196,27 @@ pub fn nothing_attempted_meanwhile(mut status: VRouterConfigStatus) -> VRouterCo
 fn time_left(status: &VRouterConfigStatus, clock: Clock) -> Duration {
     let left = std_to_signed(clock.apply_timeout) - elapsed_since(&status.exec_started_time, clock.now);
     Duration::try_from(left).unwrap_or(Duration::ZERO)
+}
+
+/// The target is missing or its provider cannot be built (a Secret or
+/// ProxmoxCluster gone): `why` goes in the message. An apply in flight
+/// still has its timeout enforced, so a credential deleted mid-apply does
+/// not leave the config Applying (and a rollout waiting) forever.
+pub fn on_target_unavailable(status: &VRouterConfigStatus, clock: Clock, why: &str) -> Step {
+    let mut status = with_exec_start(status, clock.now);
+    let mut next = TARGET_UNAVAILABLE_RETRY;
+    if status.exec_pid > 0 {
+        if timed_out(&status, clock) {
+            return apply_timeout_step(status, clock, &format!(" ({why})"));
+        }
+        next = next.min(time_left(&status, clock) + Duration::from_secs(1));
+    }
+    status.message = why.to_owned();
+    Step {
+        status,
+        next: Next::RequeueAfter(next),
+        event: None,
+    }
 }
 
 /// The router did not pass its readiness check (spec §7.2 step 3).

@@ -64,6 +64,25 @@ fn step2_vm_stopped_mid_apply_still_times_out() {
     assert_eq!(applied_condition(&past.status).1, reason::APPLY_TIMEOUT);
 }
 
+#[test]
+fn an_unreachable_target_is_noted_and_an_apply_in_flight_still_times_out() {
+    let idle = on_target_unavailable(&applied(), clock(5), "VRouterTarget \"r1\" not found");
+    assert_eq!(idle.status.phase, Phase::Applied);
+    assert_eq!(idle.status.message, "VRouterTarget \"r1\" not found");
+    assert_eq!(idle.next, Next::RequeueAfter(TARGET_UNAVAILABLE_RETRY));
+    let within = on_target_unavailable(&applying(), clock(590), "Secret gone");
+    assert_eq!((within.status.phase, within.status.exec_pid), (Phase::Applying, 77));
+    assert_eq!(
+        within.next,
+        Next::RequeueAfter(Duration::from_secs(11)),
+        "looked at again by the deadline"
+    );
+    let past = on_target_unavailable(&applying(), clock(601), "Secret gone");
+    assert_eq!((past.status.phase, past.status.exec_pid), (Phase::Failed, 0));
+    assert_eq!(applied_condition(&past.status).1, reason::APPLY_TIMEOUT);
+    assert_eq!(past.status.message, "apply did not finish within 600s (Secret gone)");
+}
+
 // Step 3: CheckReady failed.
 
 #[test]

@@ -164,8 +164,6 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
         record_apply_end(ctx, &status, &step, clock.now);
         if step.status.exec_pid > 0 {
             let _ = ctx.router_locks.try_hold(&router, &name, hold_until, Instant::now());
-        } else {
-            ctx.router_locks.release(&router, &name);
         }
         return finish(ctx, config, &status, step).await;
     }
@@ -215,9 +213,6 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
             )
         }
     };
-    if step.status.exec_pid == 0 {
-        ctx.router_locks.release(&router, &name);
-    }
     finish(ctx, &fresh, &before, step).await
 }
 
@@ -264,13 +259,24 @@ async fn note_problem(
     status: &VRouterConfigStatus,
     message: String,
 ) -> Result<Action, Error> {
-    let mut next = status.clone();
-    next.message = message.clone();
-    if objects::patch_status(&ctx.client, config, Some(status), &next).await? {
+    let clock = Clock {
+        now: Timestamp::now(),
+        apply_timeout: ctx.settings.apply_timeout,
+    };
+    let step = decide::on_target_unavailable(status, clock, &message);
+    if step.status.exec_pid == 0 && status.exec_pid > 0 {
+        // The apply in flight timed out meanwhile.
+        record_apply_end(ctx, status, &step, clock.now);
+        return finish(ctx, config, status, step).await;
+    }
+    if objects::patch_status(&ctx.client, config, Some(status), &step.status).await? {
         ctx.event(config, true, vrouter_api::constants::event::TARGET_UNAVAILABLE, message)
             .await;
     }
-    Ok(Action::requeue(std::time::Duration::from_secs(30)))
+    Ok(match step.next {
+        Next::RequeueAfter(after) => Action::requeue(after),
+        _ => Action::requeue(decide::TARGET_UNAVAILABLE_RETRY),
+    })
 }
 
 fn record_apply_end(ctx: &Context, before: &VRouterConfigStatus, step: &Step, now: Timestamp) {
@@ -299,6 +305,14 @@ async fn finish(
     current: &VRouterConfigStatus,
     step: Step,
 ) -> Result<Action, Error> {
+    if step.status.exec_pid == 0 {
+        // No apply of this config runs (any more): its router is free.
+        let router = Router {
+            namespace: config.namespace().unwrap_or_default(),
+            target: config.spec.target_ref.name.clone(),
+        };
+        ctx.router_locks.release(&router, &config.name_any());
+    }
     objects::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?;
     if let Some(event) = &step.event {
         ctx.event(config, event.warning, event.reason, event.note.clone()).await;
