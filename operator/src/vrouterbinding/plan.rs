@@ -119,26 +119,34 @@ pub fn needs_write(existing: &VRouterConfig, desired: &VRouterConfig) -> bool {
 /// `desired` names as its owner; `None` when it has no controller or is
 /// the binding's.
 pub fn other_controller(existing: &VRouterConfig, desired: &VRouterConfig) -> Option<String> {
-    let owner = desired.metadata.owner_references.as_ref().and_then(|o| o.first());
-    existing
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true) && Some(&o.uid) != owner.map(|w| &w.uid))
+    controller_of(existing)
+        .filter(|o| Some(&o.uid) != owner_uid(desired))
         .map(|o| format!("{} {:?}", o.kind, o.name))
 }
 
 /// Whether `existing` is controlled by the binding that `desired` names as
 /// its owner: a config of the generated name that is not is someone else's.
 pub fn controlled_by_the_same_owner(existing: &VRouterConfig, desired: &VRouterConfig) -> bool {
-    let owner = desired.metadata.owner_references.as_ref().and_then(|o| o.first());
-    existing
+    controller_of(existing).is_some_and(|o| Some(&o.uid) == owner_uid(desired))
+}
+
+/// The API server allows one controller reference per object.
+fn controller_of(object: &VRouterConfig) -> Option<&OwnerReference> {
+    object
         .metadata
         .owner_references
         .iter()
         .flatten()
-        .any(|o| Some(&o.uid) == owner.map(|w| &w.uid) && o.controller == Some(true))
+        .find(|o| o.controller == Some(true))
+}
+
+fn owner_uid(desired: &VRouterConfig) -> Option<&String> {
+    desired
+        .metadata
+        .owner_references
+        .as_ref()
+        .and_then(|o| o.first())
+        .map(|o| &o.uid)
 }
 
 /// Renders the binding for each target, in `targets` order: params merged
