@@ -90,10 +90,12 @@ pub fn in_flight_elsewhere<'a>(
     let timeout = SignedDuration::try_from(apply_timeout).unwrap_or(SignedDuration::MAX);
     configs
         .into_iter()
+        // Borrowed fields, no allocation: a rollout scans every config of
+        // the store for each dispatch.
         .filter(|c| {
-            c.namespace().as_deref() == Some(router.namespace.as_str())
+            c.metadata.namespace.as_deref() == Some(router.namespace.as_str())
                 && c.spec.target_ref.name == router.target
-                && c.name_any() != config
+                && c.metadata.name.as_deref() != Some(config)
         })
         .find(|c| {
             c.status.as_ref().is_some_and(|s| {
