@@ -7,6 +7,7 @@
 //! them with cargo and reads what they wrote, so xtask stays free of the
 //! operator's dependencies.
 
+use crate::cargo_step;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -56,7 +57,7 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
     let mut bench_args = vec!["bench", "--workspace", "--bench", "*", "--"];
     bench_args.extend(CRITERION_ARGS.split(' '));
     bench_args.extend(["--measurement-time", &measurement]);
-    cargo(root, "criterion benchmarks", &bench_args, &[])?;
+    cargo_step::run(root, "criterion benchmarks", &bench_args, &[])?;
     let criterion = read_criterion(&target_dir(root).join("criterion"), since)?;
     let criterion_secs = started.elapsed().as_secs();
 
@@ -79,7 +80,7 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
     ];
     // The budget assertions of the test are reported, not fatal, here: the
     // table shows which budget is missed.
-    let scale_ok = cargo(root, "scale run", &scale_args, &scale_env).is_ok();
+    let scale_ok = cargo_step::run(root, "scale run", &scale_args, &scale_env).is_ok();
     let scale = read_json(&scale_out)?;
 
     let latency_out = std::env::temp_dir().join("vrouter-bench-latency.json");
@@ -97,7 +98,7 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
         "--",
         "--nocapture",
     ];
-    cargo(root, "apply latency run", &latency_args, &latency_env)?;
+    cargo_step::run(root, "apply latency run", &latency_args, &latency_env)?;
     let latency = read_json(&latency_out)?;
 
     let doc = Doc {
@@ -108,9 +109,9 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
         ),
         scale: &scale,
         scale_ok,
-        scale_command: command_line(&scale_env, &scale_args),
+        scale_command: cargo_step::command_line(&scale_env, &scale_args),
         latency: &latency,
-        latency_command: command_line(&latency_env[..1], &latency_args),
+        latency_command: cargo_step::command_line(&latency_env[..1], &latency_args),
         criterion_secs,
         total_secs: started.elapsed().as_secs(),
     }
@@ -123,31 +124,6 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
 
 fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
-}
-
-fn cargo(root: &Path, name: &str, args: &[&str], env: &[(&str, String)]) -> anyhow::Result<()> {
-    println!("==> {name}: {}", command_line(env, args));
-    let status = Command::new(env!("CARGO"))
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .current_dir(root)
-        .status()
-        .with_context(|| format!("starting cargo for {name}"))?;
-    if !status.success() {
-        bail!("{name} failed ({status})");
-    }
-    Ok(())
-}
-
-fn command_line(env: &[(&str, String)], args: &[&str]) -> String {
-    let mut line: Vec<String> = env
-        .iter()
-        .filter(|(k, _)| *k != "VROUTER_BENCH_OUT")
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    line.push("cargo".into());
-    line.extend(args.iter().map(|a| a.to_string()));
-    line.join(" ")
 }
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {

@@ -2,6 +2,7 @@
 //! same on every machine.
 
 mod bench;
+mod cargo_step;
 mod demo;
 mod gen_crds;
 mod prepare;

@@ -2,9 +2,6 @@
 //! the whole suite. CI calls it through `.ci/run`.
 
 use std::path::Path;
-use std::process::Command;
-
-use anyhow::{Context, bail};
 
 pub fn run(root: &Path) -> anyhow::Result<()> {
     crate::prepare::ensure_debian_packages(&["qemu-guest-agent"])?;
@@ -32,14 +29,5 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
 
 /// Runs `cargo <args>` in the workspace, failing with the step's name.
 fn step(root: &Path, name: &str, args: &[&str]) -> anyhow::Result<()> {
-    println!("==> {name}: cargo {}", args.join(" "));
-    let status = Command::new(env!("CARGO"))
-        .args(args)
-        .current_dir(root)
-        .status()
-        .with_context(|| format!("starting cargo for {name}"))?;
-    if !status.success() {
-        bail!("{name} failed ({status})");
-    }
-    Ok(())
+    crate::cargo_step::run(root, name, args, &[])
 }
