@@ -11,9 +11,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterTarget};
 use vrouter_operator::context::Settings;
-use vrouter_testenv::TestNamespace;
-use vrouter_testsupport::daemon::{Apply, FakeDaemon};
-use vrouter_testsupport::proxmox::FakeProxmox;
+use vrouter_test_apiserver::TestNamespace;
+use vrouter_test_peers::daemon::{Apply, FakeDaemon};
+use vrouter_test_peers::proxmox::FakeProxmox;
 
 use common::{condition, config_phase, create, final_phase, site, start_controllers, wait_for};
 

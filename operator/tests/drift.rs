@@ -5,7 +5,7 @@
 //!
 //! The guest behaves like VyOS here: the apply's `save` writes the running
 //! config to config.boot, and `cli-shell-api showConfig` prints the running
-//! config (see vrouter-testsupport's GuestSandbox).
+//! config (see vrouter-test-peers's GuestSandbox).
 
 mod common;
 

@@ -12,7 +12,7 @@ use kube::api::DynamicObject;
 use kube::core::GroupVersionKind;
 use kube::discovery::{Scope, pinned_kind};
 use serde_json::Value;
-use vrouter_testenv::TestEnv;
+use vrouter_test_apiserver::TestEnv;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -23,7 +23,7 @@ fn chart() -> PathBuf {
 }
 
 fn helm() -> Command {
-    let path = vrouter_testenv::helm().unwrap_or_else(|e| panic!("{e}"));
+    let path = vrouter_test_apiserver::helm().unwrap_or_else(|e| panic!("{e}"));
     Command::new(path)
 }
 

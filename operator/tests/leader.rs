@@ -14,7 +14,7 @@ use vrouter_operator::context::{Context, Settings};
 use vrouter_operator::leader::{self, Candidate, Election};
 use vrouter_operator::metrics::{ControllerLabels, Metrics};
 use vrouter_operator::run::{self, Ended};
-use vrouter_testenv::TestEnv;
+use vrouter_test_apiserver::TestEnv;
 
 use common::{create, final_phase, site_idle};
 

@@ -13,7 +13,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus};
 use vrouter_operator::context::Settings;
-use vrouter_testenv::TestEnv;
+use vrouter_test_apiserver::TestEnv;
 
 use common::{condition, create, final_phase, site_as, wait_for};
 

@@ -31,10 +31,10 @@ use vrouter_operator::lookup_cache::{self, CachedLookup};
 use vrouter_operator::metrics::Metrics;
 use vrouter_operator::run;
 use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
-use vrouter_testenv::{TestEnv, TestNamespace};
-use vrouter_testsupport::guest::GuestSandbox;
-use vrouter_testsupport::proxmox::FakeProxmox;
-use vrouter_testsupport::{AgentProcess, start_agent};
+use vrouter_test_apiserver::{TestEnv, TestNamespace};
+use vrouter_test_peers::guest::GuestSandbox;
+use vrouter_test_peers::proxmox::FakeProxmox;
+use vrouter_test_peers::{AgentProcess, start_agent};
 
 use common::create;
 use common::requests::{self, Counts, Series};

@@ -10,7 +10,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use vrouter_api::{Phase, VRouterConfig};
 use vrouter_operator::objects;
-use vrouter_testenv::TestEnv;
+use vrouter_test_apiserver::TestEnv;
 
 use common::create;
 

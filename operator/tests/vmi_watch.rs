@@ -13,7 +13,7 @@ use serde_json::json;
 use vrouter_api::VRouterTarget;
 use vrouter_operator::context::{Context, Settings};
 use vrouter_operator::metrics::Metrics;
-use vrouter_testenv::TestEnv;
+use vrouter_test_apiserver::TestEnv;
 
 use common::{create, site_idle, start_controllers, wait_for};
 

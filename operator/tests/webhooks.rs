@@ -21,7 +21,7 @@ use vrouter_operator::metrics::Metrics;
 use vrouter_operator::tls::ReloadingCert;
 use vrouter_operator::webhooks::review::Admission;
 use vrouter_operator::webhooks::server::{self, VALIDATE_PATH};
-use vrouter_testenv::{TestEnv, TestNamespace};
+use vrouter_test_apiserver::{TestEnv, TestNamespace};
 
 const KINDS: [&str; 7] = [
     "vroutertemplates",

@@ -163,7 +163,7 @@ impl GoBinary {
 }
 
 /// The cache directory: `$VROUTER_TESTENV_CACHE`, else `$HOME/.cache/vrouter-operator/testenv`.
-/// `vrouter-testenv` looks in the same place.
+/// `vrouter-test-apiserver` looks in the same place.
 pub fn cache_dir() -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os("VROUTER_TESTENV_CACHE").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(dir));

@@ -24,7 +24,7 @@ use vrouter_api::{Phase, VRouterConfig, VRouterStatus};
 use vrouter_operator::context::{Context, Settings};
 use vrouter_operator::metrics::Metrics;
 use vrouter_providers::KubeLookup;
-use vrouter_testenv::TestEnv;
+use vrouter_test_apiserver::TestEnv;
 
 use crate::examples;
 use crate::plan::{self, Item, Key, Plan, SimRouter, Simulation};

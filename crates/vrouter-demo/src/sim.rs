@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use vrouter_providers::GuestPaths;
 
-use vrouter_testsupport::daemon::FakeDaemon;
-use vrouter_testsupport::guest::GuestSandbox;
-use vrouter_testsupport::kube::FakeKubeApi;
-use vrouter_testsupport::proxmox::FakeProxmox;
-use vrouter_testsupport::{AgentOptions, AgentProcess};
+use vrouter_test_peers::daemon::FakeDaemon;
+use vrouter_test_peers::guest::GuestSandbox;
+use vrouter_test_peers::kube::FakeKubeApi;
+use vrouter_test_peers::proxmox::FakeProxmox;
+use vrouter_test_peers::{AgentOptions, AgentProcess};
 
 use crate::plan::{Loopback, SimRouter, Simulation};
 

@@ -14,10 +14,10 @@ use vrouter_providers::kubevirt::{KubeVirtOptions, KubeVirtProvider};
 use vrouter_providers::proxmox::api::latin1_to_bytes;
 use vrouter_providers::proxmox::{ApiToken, ProxmoxProvider, ProxmoxSettings};
 use vrouter_providers::{GuestTiming, Provider};
-use vrouter_testsupport::guest::GuestSandbox;
-use vrouter_testsupport::kube::FakeKubeApi;
-use vrouter_testsupport::proxmox::FakeProxmox;
-use vrouter_testsupport::start_agent;
+use vrouter_test_peers::guest::GuestSandbox;
+use vrouter_test_peers::kube::FakeKubeApi;
+use vrouter_test_peers::proxmox::FakeProxmox;
+use vrouter_test_peers::start_agent;
 
 fn pods(n: usize) -> Vec<Pod> {
     (0..n)

@@ -8,7 +8,7 @@ use vrouter_api::DaemonConfig;
 use vrouter_providers::daemon::proto::ApplyConfigResponse;
 use vrouter_providers::daemon::{DaemonOptions, DaemonProvider, ExecRegistry};
 use vrouter_providers::{ExecHandle, ExecOutcome, ExecStatus, Provider, ProviderError};
-use vrouter_testsupport::daemon::{Apply, FakeDaemon};
+use vrouter_test_peers::daemon::{Apply, FakeDaemon};
 
 fn config(daemon: &FakeDaemon, agent: &str, timeout_seconds: i32) -> DaemonConfig {
     DaemonConfig {

@@ -26,9 +26,9 @@ use vrouter_api::{
 use vrouter_providers::factory::{Plan, plan};
 use vrouter_providers::kubevirt::KubeVirtOptions;
 use vrouter_providers::{FactoryContext, ProviderError, StaticLookup, build_provider};
-use vrouter_testsupport::kube::FakeKubeApi;
-use vrouter_testsupport::proxmox::SilentEndpoint;
-use vrouter_testsupport::tls::self_signed_server_config;
+use vrouter_test_peers::kube::FakeKubeApi;
+use vrouter_test_peers::proxmox::SilentEndpoint;
+use vrouter_test_peers::tls::self_signed_server_config;
 
 const NS: &str = "site-a";
 

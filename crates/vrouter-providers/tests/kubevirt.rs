@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use vrouter_providers::kubevirt::{KubeVirtOptions, KubeVirtProvider};
 use vrouter_providers::{GuestTiming, Provider, ProviderError};
-use vrouter_testsupport::guest::GuestSandbox;
-use vrouter_testsupport::kube::FakeKubeApi;
-use vrouter_testsupport::{AgentProcess, start_agent, wait_for_exit};
+use vrouter_test_peers::guest::GuestSandbox;
+use vrouter_test_peers::kube::FakeKubeApi;
+use vrouter_test_peers::{AgentProcess, start_agent, wait_for_exit};
 
 const NS: &str = "routers";
 const VM: &str = "vyos-a";

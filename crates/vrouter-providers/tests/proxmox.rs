@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use vrouter_providers::proxmox::{ApiToken, ClusterClient, ClusterVm, ProxmoxProvider, ProxmoxSettings};
 use vrouter_providers::{ExecStatus, GuestTiming, Provider, ProviderError};
-use vrouter_testsupport::guest::GuestSandbox;
-use vrouter_testsupport::proxmox::{FakeProxmox, SilentEndpoint, refusing_endpoint};
-use vrouter_testsupport::{AgentProcess, start_agent, wait_for_exit};
+use vrouter_test_peers::guest::GuestSandbox;
+use vrouter_test_peers::proxmox::{FakeProxmox, SilentEndpoint, refusing_endpoint};
+use vrouter_test_peers::{AgentProcess, start_agent, wait_for_exit};
 
 const TOKEN_ID: &str = "root@pam!vrouter";
 const TOKEN_SECRET: &str = "5f1c0b1e-7d2a-4c59-9a55-secret-value";

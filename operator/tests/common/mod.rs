@@ -21,10 +21,10 @@ use vrouter_operator::context::{Context, Providers, Settings};
 use vrouter_operator::metrics::Metrics;
 use vrouter_operator::run;
 use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
-use vrouter_testenv::{TestEnv, TestNamespace};
-use vrouter_testsupport::guest::GuestSandbox;
-use vrouter_testsupport::proxmox::FakeProxmox;
-use vrouter_testsupport::{AgentProcess, start_agent};
+use vrouter_test_apiserver::{TestEnv, TestNamespace};
+use vrouter_test_peers::guest::GuestSandbox;
+use vrouter_test_peers::proxmox::FakeProxmox;
+use vrouter_test_peers::{AgentProcess, start_agent};
 
 const TOKEN_ID: &str = "operator@pve!test";
 const TOKEN_SECRET: &str = "0b7c6f0e-test-only";

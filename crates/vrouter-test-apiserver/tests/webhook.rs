@@ -22,9 +22,9 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use vrouter_api::VRouterTemplate;
-use vrouter_testenv::TestEnv;
+use vrouter_test_apiserver::TestEnv;
 
-const DENIAL: &str = "denied by the vrouter-testenv test webhook";
+const DENIAL: &str = "denied by the vrouter-test-apiserver test webhook";
 
 /// Answers admission reviews: denies objects labelled `deny: "yes"`.
 async fn review(request: Request<Incoming>, calls: Arc<AtomicUsize>) -> Result<Response<Full<Bytes>>, Infallible> {
@@ -94,7 +94,7 @@ async fn the_api_server_calls_a_webhook_served_by_the_test() {
     let calls = Arc::new(AtomicUsize::new(0));
     let port = serve(env, calls.clone()).await;
 
-    let name = format!("vrouter-testenv-{}", ns.name());
+    let name = format!("vrouter-test-apiserver-{}", ns.name());
     let configuration = ValidatingWebhookConfiguration {
         metadata: ObjectMeta {
             name: Some(name.clone()),

@@ -36,7 +36,7 @@ impl Certs {
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params
             .distinguished_name
-            .push(DnType::CommonName, "vrouter-testenv CA");
+            .push(DnType::CommonName, "vrouter-test-apiserver CA");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
@@ -45,7 +45,7 @@ impl Certs {
         Ok(Certs {
             ca_pem: ca.pem(),
             apiserver: serving_cert(&ca, "kube-apiserver")?,
-            webhook: serving_cert(&ca, "vrouter-testenv webhook")?,
+            webhook: serving_cert(&ca, "vrouter-test-apiserver webhook")?,
             service_account_key_pem: service_account.serialize_pem(),
             service_account_pub_pem: service_account.public_key_pem(),
             admin_token: random_hex(32),

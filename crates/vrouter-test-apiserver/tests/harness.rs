@@ -1,7 +1,7 @@
 //! The harness itself: it cleans up after a panicking or killed test process,
 //! a private instance stops on drop, and a missing binary fails loudly.
 //!
-//! The cleanup tests run `vrouter-testenv-probe` (this crate's binary) as a
+//! The cleanup tests run `vrouter-test-apiserver-probe` (this crate's binary) as a
 //! stand-in for a test process: it starts control planes and then dies while
 //! the test watches from outside.
 
@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
-use vrouter_testenv::TestEnv;
+use vrouter_test_apiserver::TestEnv;
 
-const PROBE: &str = env!("CARGO_BIN_EXE_vrouter-testenv-probe");
+const PROBE: &str = env!("CARGO_BIN_EXE_vrouter-test-apiserver-probe");
 /// How long cleanup may take once the probe is gone.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long the probe may take to start two control planes.
@@ -173,7 +173,10 @@ fn a_killed_test_process_leaves_no_processes_or_temp_dirs() {
 fn a_missing_binary_fails_loudly_naming_the_fix() {
     let output = Command::new(PROBE)
         .arg("shared")
-        .env("VROUTER_KUBE_APISERVER", "/nonexistent/vrouter-testenv/kube-apiserver")
+        .env(
+            "VROUTER_KUBE_APISERVER",
+            "/nonexistent/vrouter-test-apiserver/kube-apiserver",
+        )
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -184,7 +187,10 @@ fn a_missing_binary_fails_loudly_naming_the_fix() {
     );
     assert!(!output.status.success(), "{text}");
     assert!(text.contains("cargo xtask testenv"), "{text}");
-    assert!(text.contains("/nonexistent/vrouter-testenv/kube-apiserver"), "{text}");
+    assert!(
+        text.contains("/nonexistent/vrouter-test-apiserver/kube-apiserver"),
+        "{text}"
+    );
     assert!(text.contains("VROUTER_KUBE_APISERVER"), "{text}");
 }
 

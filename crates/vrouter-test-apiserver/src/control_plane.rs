@@ -30,7 +30,7 @@ impl ControlPlane {
     /// processes on free loopback ports. Does not wait for readiness.
     pub fn spawn(binaries: &Binaries, certs: &Certs) -> Result<ControlPlane, Error> {
         let dir = tempfile::Builder::new()
-            .prefix("vrouter-testenv-")
+            .prefix("vrouter-test-apiserver-")
             .tempdir()
             .map_err(Error::io("creating the testenv data directory"))?
             .keep();
@@ -62,7 +62,7 @@ impl ControlPlane {
         let tokens = write(
             "tokens.csv",
             &format!(
-                "{},vrouter-testenv-admin,vrouter-testenv-admin,system:masters\n",
+                "{},vrouter-test-apiserver-admin,vrouter-test-apiserver-admin,system:masters\n",
                 certs.admin_token
             ),
         )?;
@@ -256,7 +256,7 @@ impl Watchdog {
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(WATCHDOG_SCRIPT)
-            .arg("vrouter-testenv-watchdog")
+            .arg("vrouter-test-apiserver-watchdog")
             .arg(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())

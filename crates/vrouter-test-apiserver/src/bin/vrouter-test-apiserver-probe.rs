@@ -1,18 +1,18 @@
 //! A stand-in for a test process that dies, used by this crate's own tests
 //! (`tests/harness.rs`) to prove the harness cleans up after it.
 //!
-//! `vrouter-testenv-probe start`: starts a private and the shared control
+//! `vrouter-test-apiserver-probe start`: starts a private and the shared control
 //! plane, prints `PROBE <etcd pid> <kube-apiserver pid> <data dir>` for each and
 //! `PROBE-READY`, then panics as soon as a line arrives on stdin (the parent may
 //! SIGKILL it instead).
-//! `vrouter-testenv-probe shared`: only asks for the shared control plane, so
+//! `vrouter-test-apiserver-probe shared`: only asks for the shared control plane, so
 //! a missing binary makes it fail the way a test would.
 
 use std::io::Write;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
-use vrouter_testenv::TestEnv;
+use vrouter_test_apiserver::TestEnv;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -22,7 +22,7 @@ async fn main() {
             TestEnv::shared().await;
         }
         "start" => start_then_panic().await,
-        other => panic!("usage: vrouter-testenv-probe start|shared (got {other:?})"),
+        other => panic!("usage: vrouter-test-apiserver-probe start|shared (got {other:?})"),
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! # async fn example() {
-//! use vrouter_testenv::TestEnv;
+//! use vrouter_test_apiserver::TestEnv;
 //!
 //! let env = TestEnv::shared().await; // one control plane per test binary
 //! let ns = env.namespace("my-test").await; // a fresh namespace per test

@@ -47,7 +47,7 @@ impl TestEnv {
     pub async fn shared() -> &'static TestEnv {
         match SHARED.get_or_try_init(TestEnv::start).await {
             Ok(env) => env,
-            Err(e) => panic!("vrouter-testenv: cannot start the test API server: {e}"),
+            Err(e) => panic!("vrouter-test-apiserver: cannot start the test API server: {e}"),
         }
     }
 
@@ -142,7 +142,7 @@ impl TestEnv {
         let namespace = Namespace {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
-                labels: Some(BTreeMap::from([("vrouter-testenv/test".to_owned(), label)])),
+                labels: Some(BTreeMap::from([("vrouter-test-apiserver/test".to_owned(), label)])),
                 ..ObjectMeta::default()
             },
             ..Namespace::default()
@@ -151,7 +151,7 @@ impl TestEnv {
             .create(&PostParams::default(), &namespace)
             .await
         {
-            panic!("vrouter-testenv: creating namespace {name}: {e}");
+            panic!("vrouter-test-apiserver: creating namespace {name}: {e}");
         }
         TestNamespace { name, client }
     }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use vrouter_api::{
     ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate,
 };
-use vrouter_testenv::{TestEnv, TestNamespace};
+use vrouter_test_apiserver::{TestEnv, TestNamespace};
 
 const GROUP: &str = "vrouter.kojuro.date";
 
