@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterTarget};
 use vrouter_operator::context::Settings;
 use vrouter_test_apiserver::TestNamespace;
-use vrouter_test_peers::daemon::{Apply, FakeDaemon};
+use vrouter_test_peers::daemon::{AgentFlags, Daemon};
 use vrouter_test_peers::proxmox::FakeProxmox;
 
 use common::{condition, config_phase, create, final_phase, site, start_controllers, wait_for};
@@ -130,36 +130,143 @@ async fn a_script_that_cannot_be_built_fails_at_once_instead_of_retrying() {
     assert!(calls.is_empty(), "nothing ran in the guest's vbash: {calls:?}");
 }
 
-#[tokio::test]
-async fn a_daemon_apply_that_ends_without_a_result_fails_at_once_with_its_error() {
-    // The operator's own apply timeout is far away: the daemon's 1 s ends it.
-    let site = site("ctl-daemon", &[], Settings::default()).await;
-    let ns = &site.ns;
-    let daemon = FakeDaemon::start().await;
-    daemon.connect_agent("edge-1");
-    // The agent never answers: the apply is given up after the target's 1 s.
-    daemon.on_apply("edge-1", Apply::Hang);
+/// A VRouterTarget of type vrouter-daemon for agent `agent` behind `daemon`.
+async fn daemon_target(ns: &TestNamespace, name: &str, daemon: &Daemon, agent: &str, timeout_seconds: i32) {
     create::<VRouterTarget>(
         ns,
-        json!({"metadata": {"name": "d1"}, "spec": {"provider": {"type": "vrouter-daemon", "daemon": {
-            "address": daemon.address(), "agentID": "edge-1", "timeoutSeconds": 1,
+        json!({"metadata": {"name": name}, "spec": {"provider": {"type": "vrouter-daemon", "daemon": {
+            "address": daemon.address(), "agentID": agent, "timeoutSeconds": timeout_seconds,
         }}}}),
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_binding_applies_through_the_real_vrouter_daemon_server_and_agent() {
+    let site = site("ctl-daemon-e2e", &[], Settings::default()).await;
+    let ns = &site.ns;
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("metal-1", AgentFlags::default()).await;
+    daemon_target(ns, "metal-1", &daemon, "metal-1", 60).await;
+    create::<vrouter_api::VRouterTemplate>(
+        ns,
+        json!({"metadata": {"name": "metal"}, "spec": {
+            "config": "system {\n    host-name {{ hostName }}\n}\ninterfaces {\n    loopback lo {\n        description {{ site }}\n    }\n}\n",
+            "commands": "set system ntp server {{ ntp }}\nset protocols bgp system-as {{ asn }}\n",
+        }}),
+    )
+    .await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "edge"}, "spec": {
+            "templateRefs": [{"name": "metal"}],
+            "params": {"hostName": "metal-1", "site": "tokyo <east> & more", "ntp": "192.0.2.2", "asn": 64512},
+            "targetRefs": [{"name": "metal-1"}],
+        }}),
+    )
+    .await;
+    let bindings = ns.api::<VRouterBinding>();
+    let ready = wait_for("the binding's Ready condition", Duration::from_secs(60), || async {
+        ready_of(&bindings.get("edge").await.ok()?)
+    })
+    .await;
+    assert_eq!(ready.0, "True", "{ready:?}");
+    let configs = ns.api::<VRouterConfig>();
+    let (phase, applied, message) = final_phase(&configs, "edge.metal-1", Duration::from_secs(90)).await;
+    assert_eq!(phase, Phase::Applied, "{message}\nagent log:\n{}", agent.log());
+    assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));
+    let config = configs.get("edge.metal-1").await.unwrap();
+    // The real agent's script loaded exactly the rendered config, then ran
+    // the rendered commands, committed and saved.
+    assert_eq!(
+        String::from_utf8(agent.sandbox().loaded_config().expect("load ran on the router")).unwrap(),
+        config.spec.config
+    );
+    // Go's JSON on the way to the agent escapes these; they arrive as written.
+    assert!(
+        config.spec.config.contains("tokyo <east> & more"),
+        "{}",
+        config.spec.config
+    );
+    assert_eq!(
+        agent.sandbox().calls(),
+        [
+            "source /opt/vyatta/etc/functions/script-template",
+            "configure",
+            "load /dev/stdin",
+            "set system ntp server 192.0.2.2",
+            "set protocols bgp system-as 64512",
+            "commit",
+            "save",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_daemon_apply_that_times_out_fails_at_once_with_its_error() {
+    // The operator's own apply timeout is far away: the daemon's 1 s ends it.
+    let site = site("ctl-daemon", &[], Settings::default()).await;
+    let ns = &site.ns;
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("edge-1", AgentFlags::default()).await;
+    daemon_target(ns, "d1", &daemon, "edge-1", 1).await;
+    // The script outlasts the target's 1 s.
     create::<VRouterConfig>(
         ns,
-        json!({"metadata": {"name": "d1"}, "spec": {"targetRef": {"name": "d1"}, "commands": "set system host-name d1\n"}}),
+        json!({"metadata": {"name": "d1"}, "spec": {"targetRef": {"name": "d1"}, "commands": "sleep 4\nset system host-name d1\n"}}),
     )
     .await;
     let configs = ns.api::<VRouterConfig>();
-    let (phase, applied, message) = final_phase(&configs, "d1", Duration::from_secs(30)).await;
+    let (phase, applied, message) = final_phase(&configs, "d1", Duration::from_secs(60)).await;
     assert_eq!(phase, Phase::Failed);
     assert_eq!(applied, Some(("False".into(), "ApplyTimeout".into())));
     assert_eq!(
         message,
         "apply ended without a result: vrouter-daemon ApplyConfig timed out after 1s"
     );
-    assert_eq!(daemon.applies().len(), 1, "one apply, not one per poll");
+    // The agent finishes the script anyway; it was dispatched once, not once per poll.
+    wait_for("the script's save on the router", Duration::from_secs(60), || async {
+        agent.sandbox().calls().contains(&"save".to_string()).then_some(())
+    })
+    .await;
+    let calls = agent.sandbox().calls();
+    assert_eq!(calls.iter().filter(|c| *c == "configure").count(), 1, "{calls:?}");
+}
+
+#[tokio::test]
+async fn a_daemon_server_killed_mid_apply_is_applied_again_once_it_is_back() {
+    let site = site("ctl-daemon-crash", &[], Settings::default()).await;
+    let ns = &site.ns;
+    let mut daemon = Daemon::start();
+    let agent = daemon.start_agent("edge-2", AgentFlags::default()).await;
+    daemon_target(ns, "d2", &daemon, "edge-2", 60).await;
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "d2"}, "spec": {"targetRef": {"name": "d2"}, "commands": "sleep 2\nset system host-name d2\n"}}),
+    )
+    .await;
+    wait_for("the first script started", Duration::from_secs(60), || async {
+        agent.sandbox().calls().contains(&"configure".to_string()).then_some(())
+    })
+    .await;
+    daemon.kill_server();
+    let configs = ns.api::<VRouterConfig>();
+    // While the server is down the apply cannot be looked at: it stays
+    // Applying, saying why.
+    let message = wait_for("the unreachable server noticed", Duration::from_secs(60), || async {
+        let (phase, _, message) = config_phase(&configs, "d2").await?;
+        (phase == Phase::Applying && message.contains("could not read the apply's result")).then_some(message)
+    })
+    .await;
+    assert!(message.contains("Unavailable"), "{message}");
+    // Whether that apply ran is unknown to the operator: once the server
+    // answers, it applies again instead of failing the config.
+    daemon.restart_server();
+    let (phase, applied, message) = final_phase(&configs, "d2", Duration::from_secs(90)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));
+    let calls = agent.sandbox().calls();
+    assert_eq!(calls.iter().filter(|c| *c == "save").count(), 2, "{calls:?}");
 }
 
 #[tokio::test]

@@ -49,8 +49,8 @@ const APPLY_MEDIAN_BUDGET_S: f64 = 1.0;
 const CRITERION_ARGS: &str = "--warm-up-time 1 --sample-size 10";
 
 pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
-    crate::prepare::ensure_debian_packages(&["qemu-guest-agent"])?;
-    crate::testenv_bins::run()?;
+    crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
+    crate::testenv_bins::run(root)?;
     let started = Instant::now();
     let since = SystemTime::now();
     let measurement = options.measurement_secs.to_string();

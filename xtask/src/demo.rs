@@ -11,9 +11,9 @@ use std::process::Command;
 use anyhow::Context;
 
 pub fn run(root: &Path, keep: bool) -> anyhow::Result<()> {
-    crate::prepare::ensure_debian_packages(&["qemu-guest-agent"])?;
+    crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
     println!("==> local control plane");
-    crate::testenv_bins::run()?;
+    crate::testenv_bins::run(root)?;
     let mut args = vec!["run", "--quiet", "--package", "vrouter-demo", "--"];
     if keep {
         args.push("--keep");

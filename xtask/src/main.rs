@@ -30,7 +30,7 @@ enum Command {
     },
     /// Prepare everything the suite needs, then run all checks and tests.
     Test,
-    /// Build (when missing) the etcd and kube-apiserver the integration tests run against.
+    /// Build (when missing) the etcd, kube-apiserver, helm and vrouter-daemon the integration tests run against.
     Testenv,
     /// Watch the operator configure simulated routers on this machine (no cluster needed).
     Demo {
@@ -48,7 +48,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::GenCrds { check } => gen_crds::run(&root, check),
         Command::Test => test::run(&root),
-        Command::Testenv => testenv_bins::run(),
+        Command::Testenv => testenv_bins::run(&root),
         Command::Demo { keep } => demo::run(&root, keep),
         Command::Bench(options) => bench::run(&root, &options),
     }

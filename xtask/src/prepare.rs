@@ -6,6 +6,11 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
+/// The packages of the real peers that the suite, the demo and the benchmarks
+/// run against: `qemu-ga` (the guest agent behind the QGA providers) and
+/// `redis-server` (the store the real vrouter-daemon server needs).
+pub const TEST_PACKAGES: &[&str] = &["qemu-guest-agent", "redis-server"];
+
 /// Installs the missing ones among `packages` with apt-get, running
 /// `apt-get update` once first. When this machine cannot install (no
 /// apt-get, not root), it says so and returns: the tests that need a

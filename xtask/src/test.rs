@@ -4,9 +4,9 @@
 use std::path::Path;
 
 pub fn run(root: &Path) -> anyhow::Result<()> {
-    crate::prepare::ensure_debian_packages(&["qemu-guest-agent"])?;
+    crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
     println!("==> test control plane");
-    crate::testenv_bins::run()?;
+    crate::testenv_bins::run(root)?;
     step(root, "format", &["fmt", "--all", "--", "--check"])?;
     step(
         root,

@@ -1,6 +1,7 @@
 //! `cargo xtask testenv`: builds the test control plane (`kube-apiserver` and
 //! `etcd`) and `helm` (which renders the chart in its tests) from Go modules,
-//! once per machine.
+//! and the real vrouter-daemon from its vendored source ([`daemon`]), once per
+//! machine.
 //!
 //! Nothing is vendored. For each binary a scratch Go module is generated under
 //! the cache directory (`$VROUTER_TESTENV_CACHE`, default
@@ -28,6 +29,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 
+pub mod daemon;
+
 /// The Kubernetes release matching k8s-openapi's `v1_37` feature.
 const KUBERNETES_VERSION: &str = "v1.37.2";
 /// The staging modules (`k8s.io/api`, …) published for that release.
@@ -44,6 +47,8 @@ pub struct Binaries {
     pub kube_apiserver: PathBuf,
     pub etcd: PathBuf,
     pub helm: PathBuf,
+    pub vrouter_server: PathBuf,
+    pub vrouter_agent: PathBuf,
 }
 
 /// One binary to build from a Go module.
@@ -173,16 +178,18 @@ pub fn cache_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// Entry point of `cargo xtask testenv`, also called first by `cargo xtask test`.
-pub fn run() -> anyhow::Result<()> {
-    let bins = ensure()?;
+pub fn run(root: &Path) -> anyhow::Result<()> {
+    let bins = ensure(root)?;
     println!("testenv: kube-apiserver {}", bins.kube_apiserver.display());
     println!("testenv: etcd           {}", bins.etcd.display());
     println!("testenv: helm           {}", bins.helm.display());
+    println!("testenv: vrouter-server {}", bins.vrouter_server.display());
+    println!("testenv: vrouter-agent  {}", bins.vrouter_agent.display());
     Ok(())
 }
 
 /// Builds whatever is missing or stale and returns the binaries' paths.
-pub fn ensure() -> anyhow::Result<Binaries> {
+pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
     let cache = cache_dir()?;
     let bin_dir = cache.join("bin");
     fs::create_dir_all(&bin_dir).with_context(|| format!("creating {}", bin_dir.display()))?;
@@ -193,10 +200,13 @@ pub fn ensure() -> anyhow::Result<Binaries> {
     let kube_apiserver = ensure_one(&cache, &KUBE_APISERVER)?;
     let etcd = ensure_one(&cache, &ETCD)?;
     let helm = ensure_one(&cache, &HELM)?;
+    let [vrouter_server, vrouter_agent] = daemon::ensure(root, &cache)?;
     Ok(Binaries {
         kube_apiserver,
         etcd,
         helm,
+        vrouter_server,
+        vrouter_agent,
     })
 }
 
@@ -371,7 +381,7 @@ fn go_command(dir: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-fn go(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+pub(crate) fn go(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     let status = go_command(dir, args).status().map_err(go_missing)?;
     if !status.success() {
         bail!("`go {}` in {} failed ({status})", args.join(" "), dir.display());
@@ -398,7 +408,7 @@ fn go_output(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
 
 fn go_missing(err: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!(
-        "cannot run the Go toolchain ({err}); building the test kube-apiserver and etcd needs `go` (1.26 or newer) on PATH"
+        "cannot run the Go toolchain ({err}); building the test kube-apiserver, etcd, helm and vrouter-daemon needs `go` (1.26 or newer) on PATH"
     )
 }
 

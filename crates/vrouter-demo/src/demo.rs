@@ -180,8 +180,18 @@ fn describe(router: &SimRouter, sim: &Simulated) -> String {
             "on node {PROXMOX_NODE} of the simulated Proxmox VE at {}",
             sim.proxmox.url(0)
         ),
-        Simulation::Daemon { .. } => format!("connected to the simulated vrouter-daemon at {}", sim.daemon.address()),
+        Simulation::Daemon { .. } => format!(
+            "connected to the real vrouter-daemon server at {}",
+            sim.daemon.address()
+        ),
     };
+    if let Some(agent) = sim.agents.get(&target.name) {
+        return format!(
+            "{target}: {} {backing}; real vrouter-agent, VyOS stand-ins in {}",
+            short_description(router),
+            agent.sandbox().dir().display()
+        );
+    }
     let guest = sim.guests.get(&target.name).map_or(String::new(), |g| {
         format!(
             "; real qemu-ga pid {} in {}, VyOS stand-ins in {}",

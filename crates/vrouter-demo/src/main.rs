@@ -1,7 +1,7 @@
 //! `vrouter-demo` (run by `cargo xtask demo`): the operator at work on this
 //! machine alone. A local etcd + kube-apiserver, simulated routers (real
-//! qemu-ga agents behind simulated Proxmox VE and KubeVirt APIs, a
-//! simulated vrouter-daemon), the examples of `testdata/examples/` applied,
+//! qemu-ga agents behind simulated Proxmox VE and KubeVirt APIs, the real
+//! vrouter-daemon server and agent), the examples of `testdata/examples/` applied,
 //! every VRouterConfig followed to Applied, and a drift repaired. Every
 //! connection goes to 127.0.0.1 or a unix socket.
 //!

@@ -52,7 +52,7 @@ pub enum Simulation {
     KubeVirt { vmi_namespace: String, vmi: String },
     /// A VM on the simulated Proxmox VE API, in front of a real qemu-ga.
     Proxmox { vmid: i64 },
-    /// An agent connected to the simulated vrouter-daemon ControlService.
+    /// A real vrouter-agent connected to the real vrouter-daemon server.
     Daemon { agent_id: String },
 }
 
@@ -282,7 +282,7 @@ pub fn plan(sources: &[Source], loopback: &Loopback) -> Plan {
                             &mut notes,
                             NoteKind::Substitute,
                             format!(
-                                "VRouterTarget {key}: daemon address {old} -> {} (simulated vrouter-daemon)",
+                                "VRouterTarget {key}: daemon address {old} -> {} (local vrouter-daemon)",
                                 loopback.daemon_address
                             ),
                         );

@@ -1,7 +1,8 @@
-//! The simulated routers and the simulated services in front of them, all
-//! on loopback: a Proxmox VE API, a KubeVirt API and a vrouter-daemon
-//! ControlService, with a real qemu-ga and a guest sandbox (vbash = bash
-//! with stand-ins for VyOS's config commands) per VM.
+//! The simulated routers and the services in front of them, all on
+//! loopback: a simulated Proxmox VE API and KubeVirt API, with a real
+//! qemu-ga and a guest sandbox (vbash = bash with stand-ins for VyOS's
+//! config commands) per VM, and the real vrouter-daemon server with a real
+//! vrouter-agent (running the same stand-ins) per daemon router.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use vrouter_providers::GuestPaths;
 
-use vrouter_test_peers::daemon::FakeDaemon;
+use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
 use vrouter_test_peers::guest::GuestSandbox;
 use vrouter_test_peers::kube::FakeKubeApi;
 use vrouter_test_peers::proxmox::FakeProxmox;
@@ -50,9 +51,11 @@ impl Guest {
 pub struct Simulated {
     pub proxmox: FakeProxmox,
     pub kube_api: FakeKubeApi,
-    pub daemon: FakeDaemon,
+    pub daemon: Daemon,
     /// By target name; daemon routers have none.
     pub guests: HashMap<String, Guest>,
+    /// The vrouter-daemon agents, by target name.
+    pub agents: HashMap<String, Agent>,
     /// Holds the guests' roots; declared last so the agents stop first.
     _roots: tempfile::TempDir,
 }
@@ -70,12 +73,16 @@ impl Simulated {
             .context("creating the guests' directory")?;
         let proxmox = FakeProxmox::start(proxmox_token.0, proxmox_token.1).await;
         let kube_api = FakeKubeApi::start().await;
-        let daemon = FakeDaemon::start().await;
+        let daemon = Daemon::start();
         let mut guests = HashMap::new();
+        let mut agents = HashMap::new();
         for (i, router) in routers.iter().enumerate() {
             let target = &router.target.name;
             if let Simulation::Daemon { agent_id } = &router.simulation {
-                daemon.connect_agent(agent_id);
+                agents.insert(
+                    target.clone(),
+                    daemon.start_agent(agent_id, AgentFlags::default()).await,
+                );
                 continue;
             }
             let root = roots.path().join(target);
@@ -109,6 +116,7 @@ impl Simulated {
             kube_api,
             daemon,
             guests,
+            agents,
             _roots: roots,
         })
     }

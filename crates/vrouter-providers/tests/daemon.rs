@@ -1,49 +1,115 @@
-//! The vrouter-daemon provider against an in-test tonic ControlService with
-//! the published server's semantics.
+//! The vrouter-daemon provider against the real vrouter-daemon: its server
+//! (with Redis) and its agents, which run the pushed config with the stub
+//! vbash. Each difference between what the provider sends or expects and
+//! what the daemon does is proven here against the real thing
+//! (docs/providers.md, "vrouter-daemon", lists them).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use tokio::net::{TcpListener, TcpStream};
 use vrouter_api::DaemonConfig;
-use vrouter_providers::daemon::proto::ApplyConfigResponse;
+use vrouter_providers::daemon::payload::largest_plain_config;
+use vrouter_providers::daemon::proto::ApplyConfigRequest;
 use vrouter_providers::daemon::{DaemonOptions, DaemonProvider, ExecRegistry};
 use vrouter_providers::{ExecHandle, ExecOutcome, ExecStatus, Provider, ProviderError};
-use vrouter_test_peers::daemon::{Apply, FakeDaemon};
+use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
 
-fn config(daemon: &FakeDaemon, agent: &str, timeout_seconds: i32) -> DaemonConfig {
-    DaemonConfig {
-        address: daemon.address(),
-        agent_id: agent.into(),
-        timeout_seconds,
-    }
-}
-
-fn options(registry: Arc<ExecRegistry>) -> DaemonOptions {
-    DaemonOptions {
-        grace: Duration::from_millis(500),
-        call_timeout: Duration::from_secs(5),
+fn provider_at(address: String, agent: &str, timeout_seconds: i32, registry: Arc<ExecRegistry>) -> DaemonProvider {
+    let options = DaemonOptions {
+        grace: Duration::from_secs(5),
+        call_timeout: Duration::from_secs(10),
         registry,
-    }
+    };
+    DaemonProvider::new(
+        &DaemonConfig {
+            address,
+            agent_id: agent.into(),
+            timeout_seconds,
+        },
+        options,
+    )
+    .unwrap()
 }
 
-/// Polls until the apply is no longer running (bounded by an iteration count).
+fn provider(daemon: &Daemon, agent: &str, timeout_seconds: i32) -> DaemonProvider {
+    provider_at(daemon.address(), agent, timeout_seconds, Arc::new(ExecRegistry::new()))
+}
+
+/// Polls until the apply is no longer running; a bound on polls, generous
+/// for a loaded machine, keeps a hung apply from hanging the test.
 async fn wait(provider: &DaemonProvider, handle: ExecHandle) -> Result<ExecOutcome, ProviderError> {
-    for _ in 0..200 {
+    for _ in 0..2400 {
         match provider.get_exec_status(handle).await? {
             ExecStatus::Running => tokio::time::sleep(Duration::from_millis(25)).await,
             ExecStatus::Exited(outcome) => return Ok(outcome),
         }
     }
-    panic!("apply {handle} still running after 200 polls");
+    panic!("apply {handle} still running after 2400 polls");
+}
+
+/// Waits until the agent's stub log satisfies `done` (the router reached a
+/// state), bounded by a generous limit.
+async fn wait_for_calls(agent: &Agent, what: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let calls = agent.sandbox().calls();
+        if done(&calls) {
+            return calls;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "{what}: not seen; calls so far {calls:?}\nagent log:\n{}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn count(calls: &[String], call: &str) -> usize {
+    calls.iter().filter(|c| *c == call).count()
+}
+
+/// The calls of one complete run of the agent's script.
+fn script_calls(load: &str, commands: &[&str]) -> Vec<String> {
+    let mut calls = vec![
+        "source /opt/vyatta/etc/functions/script-template".to_string(),
+        "configure".into(),
+        load.into(),
+    ];
+    calls.extend(commands.iter().map(|c| c.to_string()));
+    calls.extend(["commit".into(), "save".into()]);
+    calls
+}
+
+/// `ApplyConfig` sent as-is, bypassing the provider's checks, to show what
+/// the daemon would do with it.
+async fn raw_apply(
+    daemon: &Daemon,
+    agent: &str,
+    payload: &serde_json::Value,
+) -> Result<vrouter_providers::daemon::proto::ApplyConfigResponse, tonic::Status> {
+    let mut client = daemon
+        .control_client()
+        .await
+        .max_decoding_message_size(16 << 20)
+        .max_encoding_message_size(16 << 20);
+    client
+        .apply_config(ApplyConfigRequest {
+            agent_id: agent.into(),
+            config_payload: serde_json::to_vec(payload).unwrap(),
+            timeout_seconds: 60,
+        })
+        .await
+        .map(tonic::Response::into_inner)
 }
 
 #[tokio::test]
-async fn connected_agent_is_running_and_ready() {
-    let daemon = FakeDaemon::start().await;
-    daemon.connect_agent("router-a");
-    let registry = Arc::new(ExecRegistry::new());
-    let up = DaemonProvider::new(&config(&daemon, "router-a", 60), options(registry.clone())).unwrap();
-    let down = DaemonProvider::new(&config(&daemon, "router-b", 60), options(registry)).unwrap();
+async fn a_connected_agent_is_running_and_an_unknown_one_is_not() {
+    let daemon = Daemon::start();
+    let _agent = daemon.start_agent("router-a", AgentFlags::default()).await;
+    let up = provider(&daemon, "router-a", 60);
+    let down = provider(&daemon, "router-b", 60);
     assert!(up.is_vm_running().await.unwrap());
     assert!(!down.is_vm_running().await.unwrap());
     up.check_ready().await.unwrap();
@@ -58,141 +124,314 @@ async fn connected_agent_is_running_and_ready() {
 }
 
 #[tokio::test]
-async fn successful_apply_sends_config_commands_and_save() {
-    let daemon = FakeDaemon::start().await;
-    daemon.connect_agent("r1");
-    daemon.on_apply("r1", Apply::exited(0, "Configuration committed\n", ""));
-    let provider = DaemonProvider::new(&config(&daemon, "r1", 45), options(Arc::new(ExecRegistry::new()))).unwrap();
+async fn an_apply_runs_the_agents_script_with_the_config_and_commands_byte_for_byte() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let provider = provider(&daemon, "r1", 45);
+    // A config with its final newline, and one without: `load` reads each
+    // as the QGA providers' own script delivers it (one final newline).
+    for (config, loaded) in [
+        (
+            "interfaces {\n    ethernet eth0 {\n        description \"a <b> & 'c'\"\n    }\n}\n",
+            "interfaces {\n    ethernet eth0 {\n        description \"a <b> & 'c'\"\n    }\n}\n",
+        ),
+        ("system {\n    host-name r1\n}", "system {\n    host-name r1\n}\n"),
+    ] {
+        let before = agent.sandbox().calls().len();
+        let handle = provider
+            .exec_script(
+                config,
+                "set system host-name r1\nset system ntp server 192.0.2.2\n",
+                true,
+            )
+            .await
+            .unwrap();
+        assert!(handle.get() > 0);
+        let outcome = wait(&provider, handle).await.unwrap();
+        assert_eq!(outcome.exit_code, 0, "{outcome:?}");
+        assert_eq!(outcome.failure(), None);
+        let calls = agent.sandbox().calls();
+        assert_eq!(
+            calls[before..],
+            script_calls(
+                "load /dev/stdin",
+                &["set system host-name r1", "set system ntp server 192.0.2.2"]
+            )[..]
+        );
+        let own_script = vrouter_render::render_apply_script(config, "", true).unwrap();
+        let own_load = vrouter_render::testing::run_script_file(&own_script, "vyattacfg").unwrap();
+        assert_eq!(own_load.loaded(), Some(loaded), "our own script, for comparison");
+        assert_eq!(
+            agent.sandbox().running_config(),
+            [
+                loaded.as_bytes(),
+                b"set system host-name r1\nset system ntp server 192.0.2.2\n"
+            ]
+            .concat(),
+            "the running config: the config loaded, then each set"
+        );
+        // Polling a finished apply again gives the same answer.
+        assert_eq!(
+            provider.get_exec_status(handle).await.unwrap(),
+            ExecStatus::Exited(outcome)
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_empty_config_loads_the_default_config_and_the_commands_still_run() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let provider = provider(&daemon, "r1", 60);
+    let handle = provider.exec_script("", "set system host-name r1", true).await.unwrap();
+    assert!(wait(&provider, handle).await.unwrap().succeeded());
+    assert_eq!(
+        agent.sandbox().calls(),
+        script_calls("load /opt/vyatta/etc/config.boot.default", &["set system host-name r1"])
+    );
+}
+
+#[tokio::test]
+async fn a_failing_script_reports_its_code_with_stderr_merged_into_stdout() {
+    let daemon = Daemon::start();
+    let _agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let provider = provider(&daemon, "r1", 60);
     let handle = provider
-        .exec_script("interfaces {\n}\n", "set system host-name r1", false)
+        .exec_script("", "echo 'commit: configuration error' >&2\nexit 3", true)
         .await
         .unwrap();
-    assert!(handle.get() > 0);
     let outcome = wait(&provider, handle).await.unwrap();
-    assert_eq!(outcome.exit_code, 0);
-    assert_eq!(outcome.stdout, "Configuration committed\n");
-    assert_eq!(outcome.failure(), None);
-
-    let applies = daemon.applies();
-    assert_eq!(applies.len(), 1);
-    assert_eq!(applies[0].agent_id, "r1");
-    assert_eq!(applies[0].timeout_seconds, 45);
-    let payload: serde_json::Value = serde_json::from_slice(&applies[0].config_payload).unwrap();
-    assert_eq!(
-        payload,
-        serde_json::json!({"config": "interfaces {\n}\n", "commands": "set system host-name r1", "save": false})
-    );
-    // Polling a finished apply again gives the same answer.
-    assert_eq!(
-        provider.get_exec_status(handle).await.unwrap(),
-        ExecStatus::Exited(outcome)
-    );
+    assert_eq!(outcome.exit_code, 3);
+    // The agent runs the script with its output and error in one stream.
+    assert!(outcome.stdout.contains("commit: configuration error"), "{outcome:?}");
+    assert_eq!(outcome.stderr, "");
+    assert!(outcome.failure().unwrap().contains("code 3"), "{outcome:?}");
 }
 
 #[tokio::test]
-async fn non_zero_exit_fails_the_apply() {
-    let daemon = FakeDaemon::start().await;
-    daemon.connect_agent("r1");
-    daemon.on_apply("r1", Apply::exited(1, "", "commit: configuration error\n"));
-    let provider = DaemonProvider::new(&config(&daemon, "r1", 60), options(Arc::new(ExecRegistry::new()))).unwrap();
-    let handle = provider.exec_script("", "set x", true).await.unwrap();
-    let outcome = wait(&provider, handle).await.unwrap();
-    assert_eq!(outcome.exit_code, 1);
-    assert_eq!(outcome.stderr, "commit: configuration error\n");
-    assert!(outcome.failure().unwrap().contains("code 1"));
-}
-
-#[tokio::test]
-async fn failure_marker_fails_an_apply_that_exited_zero() {
-    let daemon = FakeDaemon::start().await;
-    daemon.connect_agent("r1");
-    daemon.on_apply(
-        "r1",
-        Apply::exited(0, "[edit]\nset interfaces ethernet eth9 address x\nSet failed\n", ""),
-    );
-    let provider = DaemonProvider::new(&config(&daemon, "r1", 60), options(Arc::new(ExecRegistry::new()))).unwrap();
+async fn a_set_failure_that_exits_zero_fails_the_apply() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let provider = provider(&daemon, "r1", 60);
     let handle = provider
-        .exec_script("", "set interfaces ethernet eth9 address x", true)
+        .exec_script("", "set interfaces ethernet eth9 address INVALID", true)
         .await
         .unwrap();
     let outcome = wait(&provider, handle).await.unwrap();
     assert_eq!(outcome.exit_code, 0);
     assert!(outcome.failure().unwrap().contains("Set failed"), "{outcome:?}");
-    assert!(!outcome.succeeded());
+    assert!(agent.sandbox().calls().contains(&"commit".to_string()));
 }
 
 #[tokio::test]
-async fn agent_error_message_fails_the_apply() {
-    let daemon = FakeDaemon::start().await;
-    daemon.connect_agent("r1");
-    daemon.on_apply(
-        "r1",
-        Apply::Answer(ApplyConfigResponse {
-            success: false,
-            exit_code: -1,
-            stdout: String::new(),
-            stderr: String::new(),
-            error_message: "render: template error".into(),
-        }),
-    );
-    let provider = DaemonProvider::new(&config(&daemon, "r1", 60), options(Arc::new(ExecRegistry::new()))).unwrap();
-    let handle = provider.exec_script("x", "", true).await.unwrap();
+async fn an_agent_that_cannot_write_its_script_reports_why() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    std::fs::remove_dir_all(agent.script_dir()).unwrap();
+    let provider = provider(&daemon, "r1", 60);
+    let handle = provider.exec_script("", "set x", true).await.unwrap();
     let outcome = wait(&provider, handle).await.unwrap();
+    assert_eq!(outcome.exit_code, -1, "{outcome:?}");
+    let failure = outcome.failure().unwrap();
+    assert!(
+        failure.starts_with("vrouter-daemon agent: create temp script:"),
+        "{failure}"
+    );
+    assert_eq!(agent.sandbox().calls(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn what_the_agent_cannot_carry_is_refused_before_anything_is_sent() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let provider = provider(&daemon, "r1", 60);
+    let refusals = [
+        ("save: false", provider.exec_script("system {\n}\n", "", false).await),
+        (
+            "the agent's delimiter",
+            provider
+                .exec_script("system {\n}\nVYOS_CONFIG_EOF\nset x", "", true)
+                .await,
+        ),
+        ("a NUL byte", provider.exec_script("", "set a\0b", true).await),
+        (
+            "too large",
+            provider
+                .exec_script(&"a".repeat(largest_plain_config() + 1), "", true)
+                .await,
+        ),
+    ];
+    for (what, result) in refusals {
+        let err = result.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ProviderError::NotSupported { .. } | ProviderError::Render(_) | ProviderError::TooLarge { .. }
+            ),
+            "{what}: {err}"
+        );
+    }
     assert_eq!(
-        outcome.failure().as_deref(),
-        Some("vrouter-daemon agent: render: template error")
+        agent.sandbox().calls(),
+        Vec::<String>::new(),
+        "nothing ran on the router"
+    );
+    assert!(
+        !daemon.server_log().contains("apply_config agent="),
+        "nothing reached the server"
+    );
+}
+
+/// Why the delimiter check exists: sent as-is, the agent's script ends the
+/// config at that line and runs the rest as commands.
+#[tokio::test]
+async fn a_config_line_equal_to_the_agents_delimiter_runs_the_rest_as_commands() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let response = raw_apply(
+        &daemon,
+        "r1",
+        &serde_json::json!({"config": "system {\n}\nVYOS_CONFIG_EOF\nset injected by-the-config"}),
+    )
+    .await
+    .unwrap();
+    assert!(response.success, "{response:?}");
+    let calls = agent.sandbox().calls();
+    assert!(calls.contains(&"set injected by-the-config".to_string()), "{calls:?}");
+    assert_eq!(agent.sandbox().loaded_config().unwrap(), b"system {\n}\n");
+}
+
+#[tokio::test]
+async fn the_largest_config_the_agent_accepts_arrives_whole_and_one_byte_more_breaks_its_connection() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let provider = provider(&daemon, "r1", 120);
+    let largest = largest_plain_config();
+    let config = "a".repeat(largest);
+    let handle = provider.exec_script(&config, "", true).await.unwrap();
+    assert!(wait(&provider, handle).await.unwrap().succeeded());
+    let loaded = agent.sandbox().loaded_config().unwrap();
+    assert_eq!(loaded.len(), largest + 1);
+    assert!(loaded.starts_with(config.as_bytes()) && loaded.ends_with(b"\n"));
+
+    // One byte more, sent past the provider's check: the server takes it,
+    // but the agent refuses the message and drops its connection, so the
+    // apply never runs and the call comes back without a result.
+    let response = raw_apply(&daemon, "r1", &serde_json::json!({"config": "a".repeat(largest + 1)}))
+        .await
+        .unwrap();
+    assert!(!response.success && response.exit_code == 0, "{response:?}");
+    assert_eq!(response.error_message, "context canceled");
+    assert!(agent.log().contains("larger than max"), "agent log:\n{}", agent.log());
+    assert_eq!(
+        count(&agent.sandbox().calls(), "configure"),
+        1,
+        "the second apply never ran"
     );
 }
 
 #[tokio::test]
-async fn apply_that_never_answers_times_out() {
-    let daemon = FakeDaemon::start().await;
-    daemon.connect_agent("r1");
-    daemon.on_apply("r1", Apply::Hang);
-    let provider = DaemonProvider::new(&config(&daemon, "r1", 1), options(Arc::new(ExecRegistry::new()))).unwrap();
-    let handle = provider.exec_script("x", "", true).await.unwrap();
-    assert_eq!(provider.get_exec_status(handle).await.unwrap(), ExecStatus::Running);
+async fn a_timed_out_apply_still_runs_to_its_end_and_the_next_apply_waits_for_it() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let quick = provider(&daemon, "r1", 1);
+    let handle = quick
+        .exec_script("", "sleep 5\nset system host-name slow", true)
+        .await
+        .unwrap();
+    let err = wait(&quick, handle).await.unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    assert!(err.apply_ended().is_some(), "{err:?}");
+    assert_eq!(err.to_string(), "vrouter-daemon ApplyConfig timed out after 1s");
+    let calls = agent.sandbox().calls();
+    assert!(!calls.contains(&"save".to_string()), "the script still runs: {calls:?}");
+
+    // The next apply goes to the same agent, which runs one script at a time.
+    let patient = provider(&daemon, "r1", 60);
+    let next = patient
+        .exec_script("", "set system host-name next", true)
+        .await
+        .unwrap();
+    assert!(wait(&patient, next).await.unwrap().succeeded());
+    let mut expected = script_calls(
+        "load /opt/vyatta/etc/config.boot.default",
+        &["set system host-name slow"],
+    );
+    expected.extend(script_calls(
+        "load /opt/vyatta/etc/config.boot.default",
+        &["set system host-name next"],
+    ));
+    assert_eq!(agent.sandbox().calls(), expected);
+}
+
+#[tokio::test]
+async fn a_frozen_agent_looks_connected_its_apply_times_out_and_runs_when_it_thaws() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let provider = provider(&daemon, "r1", 1);
+    agent.freeze();
+    assert!(
+        provider.is_vm_running().await.unwrap(),
+        "the server cannot tell a frozen agent"
+    );
+    let handle = provider
+        .exec_script("", "set system host-name stale", true)
+        .await
+        .unwrap();
     let err = wait(&provider, handle).await.unwrap_err();
     assert!(err.is_timeout(), "{err}");
-    // The apply is over, not merely unreadable: nothing more will come.
-    assert!(err.apply_ended().is_some_and(|cause| cause.is_timeout()), "{err:?}");
-    assert_eq!(err.to_string(), "vrouter-daemon ApplyConfig timed out after 1s");
-    // The timeout stays the answer for this handle.
-    assert!(provider.get_exec_status(handle).await.unwrap_err().is_timeout());
+    assert_eq!(agent.sandbox().calls(), Vec::<String>::new());
+    agent.thaw();
+    let calls = wait_for_calls(&agent, "the timed-out apply, run after the thaw", |c| {
+        c.contains(&"save".to_string())
+    })
+    .await;
+    assert!(calls.contains(&"set system host-name stale".to_string()), "{calls:?}");
 }
 
 #[tokio::test]
-async fn handle_from_before_a_restart_is_lost() {
-    let daemon = FakeDaemon::start().await;
-    daemon.connect_agent("r1");
-    let before = DaemonProvider::new(&config(&daemon, "r1", 60), options(Arc::new(ExecRegistry::new()))).unwrap();
-    let handle = before.exec_script("x", "", true).await.unwrap();
-    wait(&before, handle).await.unwrap();
-
-    // A restarted operator has a new, empty registry; it also dispatches its
-    // own applies, whose handles must not collide with the old one.
-    let after = DaemonProvider::new(&config(&daemon, "r1", 60), options(Arc::new(ExecRegistry::new()))).unwrap();
-    let own = after.exec_script("y", "", true).await.unwrap();
-    assert_ne!(own, handle);
-    let err = after.get_exec_status(handle).await.unwrap_err();
+async fn an_agent_killed_mid_apply_loses_the_result_and_is_no_longer_running() {
+    let daemon = Daemon::start();
+    let mut agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let provider = provider(&daemon, "r1", 60);
+    let handle = provider
+        .exec_script("", "sleep 30\nset system host-name never", true)
+        .await
+        .unwrap();
+    wait_for_calls(&agent, "the script started", |c| c.contains(&"configure".to_string())).await;
+    agent.kill();
+    let err = wait(&provider, handle).await.unwrap_err();
     assert!(err.is_exec_result_lost(), "{err}");
-    assert!(err.to_string().contains("restarted"), "{err}");
+    assert!(err.to_string().contains("lost the agent"), "{err}");
+    agent.wait_connected(&daemon, false).await;
+    assert!(!provider.is_vm_running().await.unwrap());
 }
 
 #[tokio::test]
-async fn unreachable_daemon_and_bad_address_are_typed_errors() {
-    let daemon = FakeDaemon::start().await;
-    let address = daemon.address();
-    drop(daemon);
-    let provider = DaemonProvider::new(
-        &DaemonConfig {
-            address,
-            agent_id: "r1".into(),
-            timeout_seconds: 60,
-        },
-        options(Arc::new(ExecRegistry::new())),
-    )
-    .unwrap();
+async fn an_apply_to_an_agent_that_is_not_connected_is_lost_and_nothing_runs() {
+    let daemon = Daemon::start();
+    let provider = provider(&daemon, "nobody", 60);
+    assert!(!provider.is_vm_running().await.unwrap());
+    let handle = provider.exec_script("", "set x", true).await.unwrap();
+    let err = wait(&provider, handle).await.unwrap_err();
+    assert!(err.is_exec_result_lost(), "{err}");
+    assert!(err.to_string().contains("not connected"), "{err}");
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_apply_loses_the_result_and_the_restarted_server_applies_again() {
+    let mut daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let provider = provider(&daemon, "r1", 60);
+    let handle = provider
+        .exec_script("", "sleep 2\nset system host-name first", true)
+        .await
+        .unwrap();
+    wait_for_calls(&agent, "the script started", |c| c.contains(&"configure".to_string())).await;
+    daemon.kill_server();
+    let err = wait(&provider, handle).await.unwrap_err();
+    assert!(err.is_exec_result_lost(), "{err}");
+    assert!(err.to_string().contains("broke during the apply"), "{err}");
     let err = provider.is_vm_running().await.unwrap_err();
     assert!(
         matches!(
@@ -204,7 +443,199 @@ async fn unreachable_daemon_and_bad_address_are_typed_errors() {
         ),
         "{err}"
     );
+    // The agent finishes the script all the same.
+    wait_for_calls(&agent, "the first script's save", |c| c.contains(&"save".to_string())).await;
 
+    daemon.restart_server();
+    // The same provider (and its shared connection) reaches the new server;
+    // the apply waits in Redis until the agent has reconnected.
+    let handle = provider
+        .exec_script("", "set system host-name second", true)
+        .await
+        .unwrap();
+    assert!(wait(&provider, handle).await.unwrap().succeeded());
+    let calls = agent.sandbox().calls();
+    assert_eq!(count(&calls, "save"), 2, "{calls:?}");
+    assert_eq!(calls.last().map(String::as_str), Some("save"));
+    assert!(calls.contains(&"set system host-name second".to_string()), "{calls:?}");
+}
+
+#[tokio::test]
+async fn after_a_server_crash_a_vanished_agent_looks_connected_and_its_apply_times_out() {
+    let mut daemon = Daemon::start();
+    let mut agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    daemon.kill_server();
+    agent.kill();
+    daemon.restart_server();
+    // The crashed server could not remove the agent's entry from Redis: it
+    // stays until its TTL (60 s after the last refresh) runs out.
+    let provider = provider(&daemon, "r1", 1);
+    assert!(provider.is_vm_running().await.unwrap());
+    let handle = provider.exec_script("", "set x", true).await.unwrap();
+    let err = wait(&provider, handle).await.unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+}
+
+#[tokio::test]
+async fn a_restarted_operator_loses_its_handle_and_its_new_apply_waits_for_the_old_one() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let before = provider_at(daemon.address(), "r1", 60, Arc::new(ExecRegistry::new()));
+    let old = before
+        .exec_script("", "sleep 2\nset system host-name old", true)
+        .await
+        .unwrap();
+    wait_for_calls(&agent, "the old script started", |c| {
+        c.contains(&"configure".to_string())
+    })
+    .await;
+
+    // The restarted process has a new, empty registry.
+    let after = provider_at(daemon.address(), "r1", 60, Arc::new(ExecRegistry::new()));
+    let err = after.get_exec_status(old).await.unwrap_err();
+    assert!(err.is_exec_result_lost(), "{err}");
+    assert!(err.to_string().contains("restarted"), "{err}");
+    let new = after.exec_script("", "set system host-name new", true).await.unwrap();
+    assert_ne!(new, old);
+    assert!(wait(&after, new).await.unwrap().succeeded());
+    let mut expected = script_calls(
+        "load /opt/vyatta/etc/config.boot.default",
+        &["set system host-name old"],
+    );
+    expected.extend(script_calls(
+        "load /opt/vyatta/etc/config.boot.default",
+        &["set system host-name new"],
+    ));
+    assert_eq!(
+        agent.sandbox().calls(),
+        expected,
+        "one script after the other, never both at once"
+    );
+}
+
+const INIT_CONFIG: &str =
+    "config: |\n  system {\n      host-name from-init\n  }\ncommands: |\n  set system domain-name init.example\n";
+
+#[tokio::test]
+async fn an_agent_with_an_init_config_loads_it_instead_of_the_pushed_config() {
+    let daemon = Daemon::start();
+    let agent = daemon
+        .start_agent(
+            "r1",
+            AgentFlags {
+                init_config: Some(INIT_CONFIG.into()),
+                ..AgentFlags::default()
+            },
+        )
+        .await;
+    let provider = provider(&daemon, "r1", 60);
+    let handle = provider
+        .exec_script(
+            "system {\n    host-name pushed\n}\n",
+            "set system host-name pushed",
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(wait(&provider, handle).await.unwrap().succeeded());
+    assert_eq!(
+        agent.sandbox().loaded_config().unwrap(),
+        b"system {\n    host-name from-init\n}\n\n",
+        "the init config wins over spec.config"
+    );
+    assert_eq!(
+        agent.sandbox().calls(),
+        script_calls(
+            "load /dev/stdin",
+            &["set system domain-name init.example", "set system host-name pushed"]
+        )
+    );
+}
+
+#[tokio::test]
+async fn with_the_rollback_policy_a_server_outage_loads_the_init_config_behind_the_operators_back() {
+    let mut daemon = Daemon::start();
+    let agent = daemon
+        .start_agent(
+            "r1",
+            AgentFlags {
+                init_config: Some("commands: |\n  set system host-name rolled-back\n".into()),
+                disconnect_policy: Some("rollback".into()),
+                init_max_retries: Some(1),
+            },
+        )
+        .await;
+    let provider = provider(&daemon, "r1", 60);
+    let handle = provider
+        .exec_script("system {\n    host-name pushed\n}\n", "", true)
+        .await
+        .unwrap();
+    assert!(wait(&provider, handle).await.unwrap().succeeded());
+    assert!(
+        !agent.log().contains("overridden"),
+        "the provider leaves the agent's policy alone"
+    );
+
+    daemon.kill_server();
+    // The second failed reconnect (init-max-retries 1) applies the init config.
+    let calls = wait_for_calls(&agent, "the init config applied", |c| count(c, "save") == 2).await;
+    assert_eq!(
+        calls[calls.len() - 6..],
+        script_calls(
+            "load /opt/vyatta/etc/config.boot.default",
+            &["set system host-name rolled-back"]
+        )[..]
+    );
+    // Once the server is back, the agent reconnects; the operator is told
+    // nothing: the router now runs the init config.
+    daemon.restart_server();
+    agent.wait_connected(&daemon, true).await;
+}
+
+/// Counts the TCP connections it relays to `to`.
+async fn counting_relay(to: std::net::SocketAddr) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = TcpStream::connect(to).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    (address, accepted)
+}
+
+#[tokio::test]
+async fn one_connection_per_address_is_shared() {
+    let daemon = Daemon::start();
+    let _a = daemon.start_agent("r1", AgentFlags::default()).await;
+    let _b = daemon.start_agent("r2", AgentFlags::default()).await;
+    let (address, accepted) = counting_relay(daemon.address().parse().unwrap()).await;
+    let registry = Arc::new(ExecRegistry::new());
+    for round in 0..3 {
+        for agent in ["r1", "r2"] {
+            // A fresh provider per call, as controllers build one per reconcile.
+            let p = provider_at(address.clone(), agent, 60, registry.clone());
+            assert!(p.is_vm_running().await.unwrap(), "round {round} {agent}");
+            let h = p.exec_script("c", "", true).await.unwrap();
+            assert!(wait(&p, h).await.unwrap().succeeded());
+        }
+    }
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "every provider must reuse the one channel"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_address_is_refused_when_the_provider_is_built() {
     let bad = DaemonProvider::new(
         &DaemonConfig {
             address: "no-port.example".into(),
@@ -215,23 +646,4 @@ async fn unreachable_daemon_and_bad_address_are_typed_errors() {
     )
     .unwrap_err();
     assert!(bad.to_string().contains("needs a port"), "{bad}");
-}
-
-#[tokio::test]
-async fn one_connection_per_address_is_shared() {
-    let daemon = FakeDaemon::start().await;
-    daemon.connect_agent("r1");
-    daemon.connect_agent("r2");
-    let registry = Arc::new(ExecRegistry::new());
-    for round in 0..3 {
-        for agent in ["r1", "r2"] {
-            // A fresh provider per call, as controllers build one per reconcile.
-            let p = DaemonProvider::new(&config(&daemon, agent, 60), options(registry.clone())).unwrap();
-            assert!(p.is_vm_running().await.unwrap(), "round {round} {agent}");
-            let h = p.exec_script("c", "", true).await.unwrap();
-            wait(&p, h).await.unwrap();
-        }
-    }
-    assert_eq!(daemon.applies().len(), 6);
-    assert_eq!(daemon.connections(), 1, "every provider must reuse the one channel");
 }

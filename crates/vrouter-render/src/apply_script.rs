@@ -88,11 +88,7 @@ pub fn render_apply_script_with(
     save: bool,
     entropy: &mut (impl Entropy + ?Sized),
 ) -> Result<String, ScriptError> {
-    for (field, text) in [("config", config), ("commands", commands)] {
-        if let Some(offset) = text.find('\0') {
-            return Err(ScriptError::NulByte { field, offset });
-        }
-    }
+    check_script_text(config, commands)?;
     let mut script = String::with_capacity(config.len() + commands.len() + 512);
     script.push_str(concat!(
         "#!/bin/vbash\n",
@@ -130,6 +126,17 @@ pub fn render_apply_script_with(
         script.push_str("save\n");
     }
     Ok(script)
+}
+
+/// Whether `config` and `commands` can travel inside a vbash script at all, as
+/// this crate's script and the vrouter-daemon agent's script both carry them.
+pub fn check_script_text(config: &str, commands: &str) -> Result<(), ScriptError> {
+    for (field, text) in [("config", config), ("commands", commands)] {
+        if let Some(offset) = text.find('\0') {
+            return Err(ScriptError::NulByte { field, offset });
+        }
+    }
+    Ok(())
 }
 
 /// A delimiter that occurs nowhere in `config` — stricter than bash needs (a whole

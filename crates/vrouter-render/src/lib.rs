@@ -10,8 +10,8 @@ mod template;
 pub mod testing;
 
 pub use apply_script::{
-    DELIMITER_ATTEMPTS, DELIMITER_PREFIX, Entropy, OsEntropy, ScriptError, heredoc_delimiter, render_apply_script,
-    render_apply_script_with,
+    DELIMITER_ATTEMPTS, DELIMITER_PREFIX, Entropy, OsEntropy, ScriptError, check_script_text, heredoc_delimiter,
+    render_apply_script, render_apply_script_with,
 };
 pub use compose::{RenderedConfig, render_binding};
 pub use failure_markers::{FAILURE_MARKERS, find_failure_marker};

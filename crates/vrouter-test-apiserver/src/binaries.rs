@@ -1,4 +1,5 @@
-//! Finding the `etcd`, `kube-apiserver` and `helm` binaries that `cargo xtask testenv` builds.
+//! Finding the `etcd`, `kube-apiserver`, `helm`, `vrouter-server` and
+//! `vrouter-agent` binaries that `cargo xtask testenv` builds.
 
 use std::path::PathBuf;
 
@@ -26,6 +27,16 @@ impl Binaries {
 /// `cargo xtask testenv` builds too, for tests that render the chart.
 pub fn helm() -> Result<PathBuf, Error> {
     locate_one("helm", "VROUTER_HELM")
+}
+
+/// The real vrouter-daemon's server and agent (`VROUTER_DAEMON_SERVER` /
+/// `VROUTER_DAEMON_AGENT` when set, else the cache's `bin/`), which
+/// `cargo xtask testenv` builds from the vendored source.
+pub fn vrouter_daemon() -> Result<(PathBuf, PathBuf), Error> {
+    Ok((
+        locate_one("vrouter-server", "VROUTER_DAEMON_SERVER")?,
+        locate_one("vrouter-agent", "VROUTER_DAEMON_AGENT")?,
+    ))
 }
 
 fn locate_one(name: &'static str, env_var: &'static str) -> Result<PathBuf, Error> {

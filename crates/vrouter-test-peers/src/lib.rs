@@ -1,4 +1,4 @@
-//! Real peers for the provider tests, in-process on loopback:
+//! Real peers for the provider tests, on loopback:
 //!
 //! - [`proxmox::FakeProxmox`]: the Proxmox VE REST endpoints the provider
 //!   uses, over HTTPS with a self-signed certificate, forwarding every agent
@@ -7,7 +7,8 @@
 //!   provider, including pods/exec over the websocket subprotocol kube-rs
 //!   speaks, where `virsh qemu-agent-command` is carried out against a real
 //!   `qemu-ga`;
-//! - [`daemon::FakeDaemon`]: a tonic `vrouter.control.v1.ControlService`;
+//! - [`daemon::Daemon`]: the real vrouter-daemon server (with its Redis) and
+//!   [`daemon::Agent`]s, real `vrouter-agent`s whose vbash is the stub one;
 //! - [`guest::GuestSandbox`]: the guest-side seams (os-release, a stub
 //!   `systemctl`, a bash that plays vbash) in a temporary directory.
 //!

@@ -1,9 +1,11 @@
 //! vrouter-daemon: routers on bare metal or any VM run an agent that holds a
 //! gRPC stream to the daemon's server in the cluster; the operator asks that
 //! server over its `vrouter.control.v1.ControlService`. The agent renders and
-//! runs the apply script itself, so this provider sends raw config.
+//! runs the apply script itself, so this provider sends raw config
+//! ([`payload`] says what the real daemon does with it).
 
 mod channels;
+pub mod payload;
 pub mod proto;
 mod registry;
 
@@ -11,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Serialize;
 use tonic::transport::Channel;
 use vrouter_api::{DaemonConfig, ProviderType};
 
@@ -40,17 +41,6 @@ impl Default for DaemonOptions {
             registry: ExecRegistry::global(),
         }
     }
-}
-
-/// The JSON `config_payload` of `ApplyConfig`. The published server reads
-/// `config` and `commands`; `save` is sent for agents that honour it.
-#[derive(Serialize)]
-struct Payload<'a> {
-    #[serde(skip_serializing_if = "str::is_empty")]
-    config: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    commands: &'a str,
-    save: bool,
 }
 
 pub struct DaemonProvider {
@@ -94,7 +84,9 @@ impl DaemonProvider {
             address: config.address.trim().to_string(),
             agent_id: config.agent_id.clone(),
             timeout_seconds,
-            client: ControlServiceClient::new(channel),
+            // The answer carries the script's output, which the agent may
+            // send up to the server's own 4 MiB receive limit.
+            client: ControlServiceClient::new(channel).max_decoding_message_size(2 * payload::GRPC_MAX_MESSAGE),
             options,
         })
     }
@@ -116,9 +108,20 @@ fn grpc_error(operation: &'static str, status: tonic::Status) -> ProviderError {
     }
 }
 
-/// The outcome the agent reported. `success == false` with exit code 0
-/// still fails: the agent could not run the script at all.
-fn outcome_of(resp: proto::ApplyConfigResponse) -> ExecOutcome {
+/// How the apply ended, from the server's answer. The server says
+/// `success: false` with exit code 0 and an error only when it could not
+/// get the apply to the agent or lost the agent before its answer (the
+/// agent itself reports -1 or the script's code): whether the script ran is
+/// then unknown, and only a fresh dispatch can tell.
+fn outcome_of(resp: proto::ApplyConfigResponse) -> Result<ExecOutcome, Failure> {
+    if !resp.success && resp.exit_code == 0 && !resp.error_message.is_empty() {
+        return Err(Failure::Lost {
+            reason: format!(
+                "the vrouter-daemon server lost the agent during the apply ({}); whether it ran is unknown",
+                resp.error_message
+            ),
+        });
+    }
     let error = if !resp.error_message.is_empty() {
         Some(format!("vrouter-daemon agent: {}", resp.error_message))
     } else if !resp.success && resp.exit_code == 0 {
@@ -126,12 +129,46 @@ fn outcome_of(resp: proto::ApplyConfigResponse) -> ExecOutcome {
     } else {
         None
     };
-    ExecOutcome {
+    Ok(ExecOutcome {
         exit_code: resp.exit_code.into(),
         stdout: resp.stdout,
         stderr: resp.stderr,
         error,
         stdout_truncated: false,
+    })
+}
+
+/// How a failed `ApplyConfig` call ended. `timeout` is what the server was
+/// asked to wait.
+fn failure_of(status: &tonic::Status, timeout: Duration) -> Failure {
+    match status.code() {
+        tonic::Code::DeadlineExceeded => Failure::Timeout { after: timeout },
+        // The server checks the agent before it queues the apply: nothing ran.
+        tonic::Code::NotFound => Failure::Lost {
+            reason: format!(
+                "the agent was not connected to the vrouter-daemon when the apply was sent ({}); nothing ran",
+                status.message()
+            ),
+        },
+        // The connection to the server broke (it restarted, or the network
+        // did) while the agent may have been running the script: tonic says
+        // Unavailable, or Unknown with the HTTP/2 error as its source (a
+        // status the server sent has no source).
+        tonic::Code::Unavailable => connection_broke(status),
+        tonic::Code::Unknown if std::error::Error::source(status).is_some() => connection_broke(status),
+        code => Failure::Grpc {
+            code,
+            message: status.message().to_string(),
+        },
+    }
+}
+
+fn connection_broke(status: &tonic::Status) -> Failure {
+    Failure::Lost {
+        reason: format!(
+            "the connection to the vrouter-daemon server broke during the apply ({}); whether it ran is unknown",
+            status.message()
+        ),
     }
 }
 
@@ -164,13 +201,7 @@ impl Provider for DaemonProvider {
     }
 
     async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError> {
-        let payload = serde_json::to_vec(&Payload { config, commands, save })
-            .map_err(|e| ProviderError::Render(format!("encoding the daemon payload: {e}")))?;
-        let request = proto::ApplyConfigRequest {
-            agent_id: self.agent_id.clone(),
-            config_payload: payload,
-            timeout_seconds: self.timeout_seconds,
-        };
+        let request = payload::apply_request(&self.agent_id, config, commands, save, self.timeout_seconds)?;
         let (handle, completion) = self.options.registry.register(&self.owner());
         let mut client = self.client.clone();
         let deadline = self.apply_deadline();
@@ -181,14 +212,8 @@ impl Provider for DaemonProvider {
             let mut req = tonic::Request::new(request);
             req.set_timeout(deadline);
             let result = match tokio::time::timeout(deadline, client.apply_config(req)).await {
-                Ok(Ok(resp)) => Ok(outcome_of(resp.into_inner())),
-                Ok(Err(status)) if status.code() == tonic::Code::DeadlineExceeded => {
-                    Err(Failure::Timeout { after: timeout })
-                }
-                Ok(Err(status)) => Err(Failure::Grpc {
-                    code: status.code(),
-                    message: status.message().to_string(),
-                }),
+                Ok(Ok(resp)) => outcome_of(resp.into_inner()),
+                Ok(Err(status)) => Err(failure_of(&status, timeout)),
                 Err(_) => Err(Failure::Timeout { after: deadline }),
             };
             completion.finish(result);
@@ -223,28 +248,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn payload_carries_config_commands_and_save() {
-        let json = serde_json::to_value(Payload {
-            config: "interfaces {}",
-            commands: "set system host-name r1",
-            save: false,
-        })
-        .unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({"config": "interfaces {}", "commands": "set system host-name r1", "save": false})
-        );
-        let empty = serde_json::to_value(Payload {
-            config: "",
-            commands: "",
-            save: true,
-        })
-        .unwrap();
-        assert_eq!(empty, serde_json::json!({"save": true}));
-    }
-
-    #[test]
-    fn agent_errors_fail_even_with_exit_code_zero() {
+    fn agent_errors_fail_and_lost_agents_are_lost() {
         let base = proto::ApplyConfigResponse {
             success: true,
             exit_code: 0,
@@ -252,18 +256,66 @@ mod tests {
             stderr: String::new(),
             error_message: String::new(),
         };
-        assert_eq!(outcome_of(base.clone()).error, None);
+        assert_eq!(outcome_of(base.clone()).unwrap().error, None);
         let rendered = outcome_of(proto::ApplyConfigResponse {
             success: false,
             error_message: "render: bad template".into(),
             exit_code: -1,
             ..base.clone()
-        });
+        })
+        .unwrap();
         assert_eq!(
             rendered.error.as_deref(),
             Some("vrouter-daemon agent: render: bad template")
         );
-        let silent = outcome_of(proto::ApplyConfigResponse { success: false, ..base });
+        let silent = outcome_of(proto::ApplyConfigResponse {
+            success: false,
+            ..base.clone()
+        })
+        .unwrap();
         assert!(silent.error.is_some());
+        let lost = outcome_of(proto::ApplyConfigResponse {
+            success: false,
+            stdout: String::new(),
+            error_message: "context canceled".into(),
+            ..base
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&lost, Failure::Lost { reason } if reason.contains("context canceled")),
+            "{lost:?}"
+        );
+    }
+
+    #[test]
+    fn call_failures_are_timeouts_losses_or_errors() {
+        let after = Duration::from_secs(7);
+        assert_eq!(
+            failure_of(&tonic::Status::deadline_exceeded("x"), after),
+            Failure::Timeout { after }
+        );
+        let broken = tonic::Status::from_error(Box::new(std::io::Error::other("connection reset")));
+        for status in [
+            tonic::Status::not_found("agent \"r\" not connected"),
+            tonic::Status::unavailable("reset"),
+            broken,
+        ] {
+            assert!(matches!(failure_of(&status, after), Failure::Lost { .. }), "{status:?}");
+        }
+        assert!(matches!(
+            failure_of(&tonic::Status::internal("redis"), after),
+            Failure::Grpc {
+                code: tonic::Code::Internal,
+                ..
+            }
+        ));
+        // An Unknown the server itself sent is an answer, not a broken connection.
+        assert!(matches!(
+            failure_of(&tonic::Status::unknown("odd"), after),
+            Failure::Grpc {
+                code: tonic::Code::Unknown,
+                ..
+            }
+        ));
     }
 }

@@ -28,13 +28,27 @@ const RETENTION: Duration = Duration::from_secs(30 * 60);
 /// [`ProviderError`]) so every poll can report it again.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Failure {
-    Timeout { after: Duration },
-    Grpc { code: tonic::Code, message: String },
+    Timeout {
+        after: Duration,
+    },
+    Grpc {
+        code: tonic::Code,
+        message: String,
+    },
+    /// Whether the apply ran is unknown, or it never reached the agent: only
+    /// a fresh dispatch (once the agent is connected again) can tell.
+    Lost {
+        reason: String,
+    },
 }
 
 impl Failure {
-    fn to_error(&self) -> ProviderError {
+    fn to_error(&self, handle: ExecHandle) -> ProviderError {
         match self {
+            Failure::Lost { reason } => ProviderError::ExecResultLost {
+                handle: handle.get(),
+                reason: reason.clone(),
+            },
             Failure::Timeout { after } => ProviderError::Timeout {
                 operation: "vrouter-daemon ApplyConfig".into(),
                 after: *after,
@@ -160,8 +174,9 @@ impl ExecRegistry {
         match done {
             None => Ok(ExecStatus::Running),
             Some(Ok(outcome)) => Ok(ExecStatus::Exited(outcome)),
+            Some(Err(failure @ Failure::Lost { .. })) => Err(failure.to_error(handle)),
             Some(Err(failure)) => Err(ProviderError::ApplyEnded {
-                source: Box::new(failure.to_error()),
+                source: Box::new(failure.to_error(handle)),
             }),
         }
     }
@@ -218,5 +233,20 @@ mod tests {
         }));
         assert!(r.poll(h, "o").unwrap_err().is_timeout());
         assert!(r.poll(h, "o").unwrap_err().is_timeout());
+    }
+
+    #[test]
+    fn a_lost_apply_is_reported_as_lost_not_as_ended() {
+        let r = ExecRegistry::new();
+        let (h, c) = r.register("o");
+        c.finish(Err(Failure::Lost {
+            reason: "the agent disconnected".into(),
+        }));
+        for _ in 0..2 {
+            let err = r.poll(h, "o").unwrap_err();
+            assert!(err.is_exec_result_lost(), "{err}");
+            assert!(err.apply_ended().is_none(), "{err}");
+            assert!(err.to_string().contains("the agent disconnected"), "{err}");
+        }
     }
 }
