@@ -234,6 +234,30 @@ async fn a_daemon_apply_that_times_out_fails_at_once_with_its_error() {
 }
 
 #[tokio::test]
+async fn a_daemon_config_without_save_fails_at_once_and_nothing_runs_on_the_router() {
+    let site = site("ctl-daemon-nosave", &[], Settings::default()).await;
+    let ns = &site.ns;
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("edge-3", AgentFlags::default()).await;
+    daemon_target(ns, "d3", &daemon, "edge-3", 60).await;
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "d3"}, "spec": {"targetRef": {"name": "d3"}, "save": false, "commands": "set system host-name d3\n"}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    let (phase, applied, message) = final_phase(&configs, "d3", Duration::from_secs(60)).await;
+    assert_eq!(phase, Phase::Failed);
+    assert_eq!(applied, Some(("False".into(), "ApplyFailed".into())));
+    assert!(message.contains("always runs `save`"), "{message}");
+    assert_eq!(
+        agent.sandbox().calls(),
+        Vec::<String>::new(),
+        "the agent would have saved"
+    );
+}
+
+#[tokio::test]
 async fn a_daemon_server_killed_mid_apply_is_applied_again_once_it_is_back() {
     let site = site("ctl-daemon-crash", &[], Settings::default()).await;
     let ns = &site.ns;
