@@ -210,10 +210,10 @@ async fn a_daemon_apply_that_times_out_fails_at_once_with_its_error() {
     let daemon = Daemon::start();
     let agent = daemon.start_agent("edge-1", AgentFlags::default()).await;
     daemon_target(ns, "d1", &daemon, "edge-1", 1).await;
-    // The script outlasts the target's 1 s.
+    // The script outlasts the target's 1 s: it waits for the test.
     create::<VRouterConfig>(
         ns,
-        json!({"metadata": {"name": "d1"}, "spec": {"targetRef": {"name": "d1"}, "commands": "sleep 4\nset system host-name d1\n"}}),
+        json!({"metadata": {"name": "d1"}, "spec": {"targetRef": {"name": "d1"}, "commands": format!("{}\nset system host-name d1\n", agent.gate("d1"))}}),
     )
     .await;
     let configs = ns.api::<VRouterConfig>();
@@ -225,6 +225,7 @@ async fn a_daemon_apply_that_times_out_fails_at_once_with_its_error() {
         "apply ended without a result: vrouter-daemon ApplyConfig timed out after 1s"
     );
     // The agent finishes the script anyway; it was dispatched once, not once per poll.
+    agent.open_gate("d1");
     wait_for("the script's save on the router", Duration::from_secs(60), || async {
         agent.sandbox().calls().contains(&"save".to_string()).then_some(())
     })
@@ -266,7 +267,7 @@ async fn a_daemon_server_killed_mid_apply_is_applied_again_once_it_is_back() {
     daemon_target(ns, "d2", &daemon, "edge-2", 60).await;
     create::<VRouterConfig>(
         ns,
-        json!({"metadata": {"name": "d2"}, "spec": {"targetRef": {"name": "d2"}, "commands": "sleep 2\nset system host-name d2\n"}}),
+        json!({"metadata": {"name": "d2"}, "spec": {"targetRef": {"name": "d2"}, "commands": format!("{}\nset system host-name d2\n", agent.gate("d2"))}}),
     )
     .await;
     wait_for("the first script started", Duration::from_secs(60), || async {
@@ -283,6 +284,7 @@ async fn a_daemon_server_killed_mid_apply_is_applied_again_once_it_is_back() {
     })
     .await;
     assert!(message.contains("Unavailable"), "{message}");
+    agent.open_gate("d2");
     // Whether that apply ran is unknown to the operator: once the server
     // answers, it applies again instead of failing the config.
     daemon.restart_server();

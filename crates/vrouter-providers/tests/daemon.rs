@@ -336,7 +336,7 @@ async fn a_timed_out_apply_still_runs_to_its_end_and_the_next_apply_waits_for_it
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let quick = provider(&daemon, "r1", 1);
     let handle = quick
-        .exec_script("", "sleep 5\nset system host-name slow", true)
+        .exec_script("", &format!("{}\nset system host-name slow", agent.gate("slow")), true)
         .await
         .unwrap();
     let err = wait(&quick, handle).await.unwrap_err();
@@ -345,6 +345,7 @@ async fn a_timed_out_apply_still_runs_to_its_end_and_the_next_apply_waits_for_it
     assert_eq!(err.to_string(), "vrouter-daemon ApplyConfig timed out after 1s");
     let calls = agent.sandbox().calls();
     assert!(!calls.contains(&"save".to_string()), "the script still runs: {calls:?}");
+    agent.open_gate("slow");
 
     // The next apply goes to the same agent, which runs one script at a time.
     let patient = provider(&daemon, "r1", 60);
@@ -424,7 +425,11 @@ async fn a_server_killed_mid_apply_loses_the_result_and_the_restarted_server_app
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let provider = provider(&daemon, "r1", 60);
     let handle = provider
-        .exec_script("", "sleep 2\nset system host-name first", true)
+        .exec_script(
+            "",
+            &format!("{}\nset system host-name first", agent.gate("first")),
+            true,
+        )
         .await
         .unwrap();
     wait_for_calls(&agent, "the script started", |c| c.contains(&"configure".to_string())).await;
@@ -444,6 +449,7 @@ async fn a_server_killed_mid_apply_loses_the_result_and_the_restarted_server_app
         "{err}"
     );
     // The agent finishes the script all the same.
+    agent.open_gate("first");
     wait_for_calls(&agent, "the first script's save", |c| c.contains(&"save".to_string())).await;
 
     daemon.restart_server();
@@ -482,7 +488,7 @@ async fn a_restarted_operator_loses_its_handle_and_its_new_apply_waits_for_the_o
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let before = provider_at(daemon.address(), "r1", 60, Arc::new(ExecRegistry::new()));
     let old = before
-        .exec_script("", "sleep 2\nset system host-name old", true)
+        .exec_script("", &format!("{}\nset system host-name old", agent.gate("old")), true)
         .await
         .unwrap();
     wait_for_calls(&agent, "the old script started", |c| {
@@ -497,6 +503,7 @@ async fn a_restarted_operator_loses_its_handle_and_its_new_apply_waits_for_the_o
     assert!(err.to_string().contains("restarted"), "{err}");
     let new = after.exec_script("", "set system host-name new", true).await.unwrap();
     assert_ne!(new, old);
+    agent.open_gate("old");
     assert!(wait(&after, new).await.unwrap().succeeded());
     let mut expected = script_calls(
         "load /opt/vyatta/etc/config.boot.default",

@@ -449,6 +449,21 @@ impl Agent {
         &self.sandbox
     }
 
+    /// A script line that waits until [`Agent::open_gate`] opens `name`:
+    /// an apply that holds until the test has seen what it wants, however
+    /// slow the machine is.
+    pub fn gate(&self, name: &str) -> String {
+        format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done",
+            self.dir.path().join(format!("gate-{name}")).display()
+        )
+    }
+
+    /// Lets every script waiting at gate `name` go on.
+    pub fn open_gate(&self, name: &str) {
+        fs::write(self.dir.path().join(format!("gate-{name}")), b"").expect("open the gate");
+    }
+
     /// Where the agent writes each script before running it (its `TMPDIR`).
     pub fn script_dir(&self) -> PathBuf {
         self.dir.path().join("tmp")
