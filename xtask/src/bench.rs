@@ -51,6 +51,7 @@ const CRITERION_ARGS: &str = "--warm-up-time 1 --sample-size 10";
 pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
     crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
     crate::testenv_bins::run(root)?;
+    crate::oracles::run(root)?;
     let started = Instant::now();
     let since = SystemTime::now();
     let measurement = options.measurement_secs.to_string();

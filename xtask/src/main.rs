@@ -5,6 +5,7 @@ mod bench;
 mod cargo_step;
 mod demo;
 mod gen_crds;
+mod oracles;
 mod prepare;
 mod test;
 mod testenv_bins;
@@ -32,6 +33,8 @@ enum Command {
     Test,
     /// Build (when missing) the etcd, kube-apiserver, helm and vrouter-daemon the integration tests run against.
     Testenv,
+    /// Build (when missing or changed) the Go test oracles under xtask/oracles/.
+    Oracles,
     /// Watch the operator configure simulated routers on this machine (no cluster needed).
     Demo {
         /// Leave everything running afterwards and print a kubeconfig; Ctrl-C stops and cleans up.
@@ -49,6 +52,7 @@ fn main() -> anyhow::Result<()> {
         Command::GenCrds { check } => gen_crds::run(&root, check),
         Command::Test => test::run(&root),
         Command::Testenv => testenv_bins::run(&root),
+        Command::Oracles => oracles::run(&root),
         Command::Demo { keep } => demo::run(&root, keep),
         Command::Bench(options) => bench::run(&root, &options),
     }

@@ -7,6 +7,8 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
     println!("==> test control plane");
     crate::testenv_bins::run(root)?;
+    println!("==> test oracles");
+    crate::oracles::run(root)?;
     step(root, "format", &["fmt", "--all", "--", "--check"])?;
     step(
         root,

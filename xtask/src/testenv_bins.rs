@@ -364,7 +364,7 @@ fn scratch_go_mod(binary: &GoBinary, upstream: &str) -> anyhow::Result<String> {
 /// A `go` command with the environment every step uses: no cgo, the local
 /// toolchain only (no toolchain download), module mode without a workspace,
 /// and a low priority so a parallel Rust build keeps its share of the CPUs.
-fn go_command(dir: &Path, args: &[&str]) -> Command {
+pub(crate) fn go_command(dir: &Path, args: &[&str]) -> Command {
     let mut cmd = if which("nice") {
         let mut cmd = Command::new("nice");
         cmd.args(["-n", "10", "go"]);

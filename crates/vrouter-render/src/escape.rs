@@ -16,6 +16,20 @@ pub enum Unrepresentable {
         /// Character index, from 0.
         at: usize,
     },
+    /// A single quote. VyOS wraps values in single quotes without escaping them
+    /// when it hands them to `/bin/sh`: vyatta-cfg's `Cstore::getCompletionEnv`
+    /// (`src/cstore/cstore.cpp`, commit `0a5b58a`) builds `COMP_WORDS=( '…' )`
+    /// from every argument of `set`/`delete` and runs it with `popen`, and node
+    /// validators run `validate-value … --value '$VAR(@)'`. A `'` in a value would
+    /// end those quotes and run the rest as a command on the router.
+    #[error(
+        "contains a single quote at character {at}, which VyOS passes to a shell inside single quotes \
+         without escaping it"
+    )]
+    SingleQuote {
+        /// Character index, from 0.
+        at: usize,
+    },
     /// The VyOS config lexers have no escape for this control character.
     #[error("contains the control character U+{code:04X} at character {at}, which a config.boot value cannot carry")]
     ControlCharacter {
@@ -34,34 +48,30 @@ fn plain_in_command(c: char) -> bool {
 }
 
 /// Writes `value` as exactly one bash word: unchanged when every character is
-/// plain, otherwise single-quoted (`'` written as `'\''`), so bash passes it to the
-/// command as one argument, byte for byte. Only NUL cannot be written.
+/// plain, otherwise single-quoted, so bash passes it to the command as one
+/// argument, byte for byte. NUL cannot be written, and a single quote is refused
+/// (see [`Unrepresentable::SingleQuote`]).
 ///
 /// ```
 /// use vrouter_render::escape::command_word;
 /// assert_eq!(command_word("192.0.2.1/24").unwrap(), "192.0.2.1/24");
-/// assert_eq!(command_word("x'; delete interfaces ethernet eth0; commit; #").unwrap(),
-///            r"'x'\''; delete interfaces ethernet eth0; commit; #'");
+/// assert_eq!(command_word("x; delete interfaces ethernet eth0; commit; #").unwrap(),
+///            "'x; delete interfaces ethernet eth0; commit; #'");
+/// assert!(command_word("x'; reboot; '").is_err());
 /// assert_eq!(command_word("").unwrap(), "''");
 /// ```
 pub fn command_word(value: &str) -> Result<Cow<'_, str>, Unrepresentable> {
-    if let Some(at) = value.chars().position(|c| c == '\0') {
-        return Err(Unrepresentable::Nul { at });
+    for (at, c) in value.chars().enumerate() {
+        match c {
+            '\0' => return Err(Unrepresentable::Nul { at }),
+            '\'' => return Err(Unrepresentable::SingleQuote { at }),
+            _ => {}
+        }
     }
     if !value.is_empty() && value.chars().all(plain_in_command) {
         return Ok(Cow::Borrowed(value));
     }
-    let mut word = String::with_capacity(value.len() + 2);
-    word.push('\'');
-    for c in value.chars() {
-        if c == '\'' {
-            word.push_str(r"'\''");
-        } else {
-            word.push(c);
-        }
-    }
-    word.push('\'');
-    Ok(Cow::Owned(word))
+    Ok(Cow::Owned(format!("'{value}'")))
 }
 
 /// Characters that stay unquoted in config.boot: all are identifier characters
@@ -76,7 +86,8 @@ fn plain_in_config(c: char) -> bool {
 /// with `\` and `"` escaped, newline, carriage return and tab written as `\n`,
 /// `\r`, `\t`, and a `/` after `*` written `\/` (so `*/` cannot end a comment the
 /// template put the value in). Other control characters have no escape in the VyOS
-/// lexers and are refused.
+/// lexers and are refused, and so is a single quote (see
+/// [`Unrepresentable::SingleQuote`]).
 ///
 /// ```
 /// use vrouter_render::escape::config_value;
@@ -88,6 +99,7 @@ pub fn config_value(value: &str) -> Result<Cow<'_, str>, Unrepresentable> {
     for (at, c) in value.chars().enumerate() {
         match c {
             '\0' => return Err(Unrepresentable::Nul { at }),
+            '\'' => return Err(Unrepresentable::SingleQuote { at }),
             '\n' | '\r' | '\t' => {}
             c if c.is_ascii_control() => return Err(Unrepresentable::ControlCharacter { code: u32::from(c), at }),
             _ => {}
@@ -127,7 +139,6 @@ mod tests {
             ("2001:db8::1/64", "2001:db8::1/64"),
             ("a b", "'a b'"),
             ("", "''"),
-            ("it's", r"'it'\''s'"),
             ("$(reboot)", "'$(reboot)'"),
             ("`id`", "'`id`'"),
             ("a\nb", "'a\nb'"),
@@ -141,6 +152,7 @@ mod tests {
             assert_eq!(command_word(value).unwrap(), word, "{value:?}");
         }
         assert_eq!(command_word("a\0b"), Err(Unrepresentable::Nul { at: 1 }));
+        assert_eq!(command_word("it's"), Err(Unrepresentable::SingleQuote { at: 2 }));
     }
 
     #[test]
@@ -154,7 +166,6 @@ mod tests {
             ("", r#""""#),
             ("a b", r#""a b""#),
             ("{", r#""{""#),
-            ("'", r#""'""#),
             (r"\", r#""\\""#),
             ("\"", r#""\"""#),
             ("a\r\n\tb", r#""a\r\n\tb""#),
@@ -174,5 +185,6 @@ mod tests {
             Err(Unrepresentable::ControlCharacter { code: 0x7f, at: 0 })
         );
         assert_eq!(config_value("\0"), Err(Unrepresentable::Nul { at: 0 }));
+        assert_eq!(config_value("a'"), Err(Unrepresentable::SingleQuote { at: 1 }));
     }
 }

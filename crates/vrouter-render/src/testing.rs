@@ -280,6 +280,56 @@ impl BashHarness {
     }
 }
 
+impl BashHarness {
+    /// Runs `scripts` one after another, each in its own subshell as
+    /// [`BashHarness::run`] does, with one round trip to bash for all of them (for
+    /// property tests with many cases).
+    pub fn run_many(&mut self, scripts: &[String]) -> io::Result<Vec<ScriptRun>> {
+        let mut line = String::from("for __vr_i in");
+        for (i, script) in scripts.iter().enumerate() {
+            fs::write(self.dir.path(&format!("case{i}.sh")), script)?;
+            fs::write(self.dir.path(&format!("log{i}")), b"")?;
+            line.push_str(&format!(" {i}"));
+        }
+        let dir = quote_path(&self.dir.0);
+        line.push_str(&format!(
+            "; do ( VROUTER_STUB_LOG={dir}/log$__vr_i; __vr_arm; builtin source {dir}/case$__vr_i.sh ) \
+             </dev/null >{dir}/out$__vr_i 2>{dir}/err$__vr_i; printf '%d\\n' \"$?\"; done\n"
+        ));
+        self.commands.write_all(line.as_bytes())?;
+        self.commands.flush()?;
+        let mut runs = Vec::with_capacity(scripts.len());
+        for i in 0..scripts.len() {
+            let mut reply = String::new();
+            if self.replies.read_line(&mut reply)? == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the bash harness exited"));
+            }
+            let status = reply
+                .trim()
+                .parse()
+                .map_err(|e| io::Error::other(format!("bad status {reply:?}: {e}")))?;
+            let mut events = parse_stub_log(&fs::read(self.dir.path(&format!("log{i}")))?).map_err(io::Error::other)?;
+            match events.first() {
+                Some(StubEvent::Trace { depth: 0, command }) if command.starts_with("builtin source ") => {
+                    events.remove(0);
+                }
+                other => {
+                    return Err(io::Error::other(format!(
+                        "expected the harness's own trace first, found {other:?}"
+                    )));
+                }
+            }
+            runs.push(ScriptRun {
+                events,
+                stdout: String::from_utf8_lossy(&fs::read(self.dir.path(&format!("out{i}")))?).into_owned(),
+                stderr: String::from_utf8_lossy(&fs::read(self.dir.path(&format!("err{i}")))?).into_owned(),
+                status,
+            });
+        }
+        Ok(runs)
+    }
+}
+
 impl Drop for BashHarness {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -331,4 +381,11 @@ fn make_executable(path: &Path) -> io::Result<()> {
 /// Single-quotes a path for bash.
 fn quote_path(path: &Path) -> String {
     format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+/// The VyOS config.boot parsers the render check uses (vyos1x-config's and
+/// vyatta-cfg's `loadFile`), for tests that compare a rendered config's node
+/// structure with the template's.
+pub mod config_boot {
+    pub use crate::config_boot::{Node, parse_cparse, parse_vyos1x, skeleton, values};
 }

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 use vrouter_render::{
-    Location, MisplacedContext, TemplateEngine, TemplateError, TemplateKind, TemplateSource, render_binding,
+    Location, Placement, TemplateEngine, TemplateError, TemplateKind, TemplateSource, render_binding,
 };
 
 fn commands(source: &str, params: &Value) -> Result<String, TemplateError> {
@@ -32,12 +32,12 @@ fn config(source: &str, params: &Value) -> Result<String, TemplateError> {
 
 #[test]
 fn each_interpolation_is_one_command_word() {
-    let params = json!({"plain": "eth0", "spaced": "a b", "quote": "it's", "n": 65001, "big": 18446744073709551615u64,
+    let params = json!({"plain": "eth0", "spaced": "a b", "quote": "say \"hi\"", "n": 65001, "big": 18446744073709551615u64,
                         "yes": true, "nothing": null, "empty": "", "nl": "a\nreboot"});
     let cases = [
         ("{{ plain }}", "eth0"),
         ("{{ spaced }}", "'a b'"),
-        ("{{ quote }}", r"'it'\''s'"),
+        ("{{ quote }}", r#"'say "hi"'"#),
         ("{{ n }} {{ big }}", "65001 18446744073709551615"),
         ("{{ yes }}", "true"),
         ("{{ nothing }}", "''"),
@@ -129,44 +129,59 @@ fn admission_rejects_interpolations_the_template_quotes_itself() {
             "set system host-name '{{ name }}'",
             1,
             23,
-            MisplacedContext::Quoted,
+            Placement::Quoted,
         ),
         (
             TemplateKind::Commands,
             "set a b\nset system host-name \"{{ name }}\"",
             2,
             23,
-            MisplacedContext::Quoted,
+            Placement::Quoted,
         ),
         (
             TemplateKind::Commands,
             "set a b # {{ name }}",
             1,
             11,
-            MisplacedContext::ShellComment,
+            Placement::Comment,
         ),
         (
             TemplateKind::Commands,
             "cat <<EOF\n{{ name }}\nEOF",
             2,
             1,
-            MisplacedContext::HereDocument,
+            Placement::HereDocument,
         ),
         (
             TemplateKind::Config,
             "system {\n    host-name \"{{ name }}\"\n}",
             2,
             16,
-            MisplacedContext::Quoted,
+            Placement::Quoted,
         ),
         (
             TemplateKind::Config,
             "description '{{ name }}'",
             1,
             14,
-            MisplacedContext::Quoted,
+            Placement::Quoted,
         ),
     ];
+    // A value in a config comment would be escaped for a value, not a comment.
+    let err = engine
+        .check("t", TemplateKind::Config, "/* {{ x }} */\nsystem {\n}")
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            TemplateError::MisplacedInterpolation {
+                placement: Placement::ConfigComment,
+                location: Location { line: 1, column: 4 },
+                ..
+            }
+        ),
+        "{err}"
+    );
     for (kind, source, line, column, context) in cases {
         let err = engine.check("t", kind, source).unwrap_err();
         assert_eq!(
@@ -174,7 +189,7 @@ fn admission_rejects_interpolations_the_template_quotes_itself() {
             TemplateError::MisplacedInterpolation {
                 template: vrouter_render::TemplateId { name: "t".into(), kind },
                 location: Location { line, column },
-                context,
+                placement: context,
             },
             "{source}"
         );
@@ -204,7 +219,7 @@ fn admission_rejects_interpolations_the_template_quotes_itself() {
         .check(
             "t",
             TemplateKind::Config,
-            "/* it's {{ x }} */\nsystem {\n    host-name {{ name }}\n}",
+            "/* it's a note */\nsystem {\n    host-name {{ name }}\n}",
         )
         .unwrap();
 }

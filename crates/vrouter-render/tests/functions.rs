@@ -1,12 +1,37 @@
 //! The functions, filters and tests the README lists, as template authors use them,
 //! including the constructs the sandbox rewrites (`~`, `set`, loops), which must
-//! behave exactly as tera documents them. Results with spaces or quotes are marked
-//! `| safe` here to show the function's own output; escaping has its own tests.
+//! behave exactly as tera documents them. Every interpolation is rendered `| safe`
+//! here to show the function's own output, joined as the cases need; escaping and
+//! where values may land have their own tests.
 
 use serde_json::{Value, json};
 use vrouter_render::{TemplateSource, render_binding};
 
+/// `source` with `| safe` added to every interpolation that lacks it.
+fn trusted(source: &str) -> String {
+    let mut out = String::new();
+    let mut rest = source;
+    while let Some(open) = rest.find("{{") {
+        let close = open + rest[open..].find("}}").expect("closed tag");
+        let inner = rest[open + 2..close].trim();
+        out.push_str(&rest[..open]);
+        if inner.ends_with("| safe") {
+            out.push_str(&rest[open..close + 2]);
+        } else {
+            out.push_str(&format!("{{{{ {inner} | safe }}}}"));
+        }
+        rest = &rest[close + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn render(source: &str, params: &Value) -> String {
+    let source = &if source.starts_with("{% raw %}") {
+        source.to_owned()
+    } else {
+        trusted(source)
+    };
     render_binding(
         &[TemplateSource {
             name: "t",

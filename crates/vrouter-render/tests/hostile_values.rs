@@ -70,23 +70,34 @@ fn hostile_values_stay_one_argument_and_one_config_value() {
             Err(other) => panic!("{name}: {other}"),
         }
     }
-    assert!(checked >= 40, "only {checked} values ran under bash");
+    assert!(checked >= 35, "only {checked} values ran under bash");
 }
 
 #[test]
-fn the_upstream_example_becomes_one_quoted_word() {
+fn the_upstream_example_is_refused_for_its_quote_and_is_one_word_without_it() {
     let templates = example_templates();
+    // VyOS re-quotes values with single quotes it does not escape (escape.rs,
+    // `Unrepresentable::SingleQuote`), so a `'` is refused wherever it lands.
     let value = "x'; delete interfaces ethernet eth0; commit; #";
+    let err = render_binding(&sources(&templates, true), &params(|_| value.to_owned())).unwrap_err();
+    assert!(
+        err.to_string().ends_with(
+            "the value of `hostName` contains a single quote at character 1, which VyOS passes to a shell inside \
+             single quotes without escaping it"
+        ),
+        "{err}"
+    );
+    let value = "x; delete interfaces ethernet eth0; commit; #";
     let rendered = render_binding(&sources(&templates, true), &params(|_| value.to_owned())).unwrap();
     let first = rendered.commands.lines().next().unwrap();
     assert_eq!(
         first,
-        r"set system host-name 'x'\''; delete interfaces ethernet eth0; commit; #'"
+        "set system host-name 'x; delete interfaces ethernet eth0; commit; #'"
     );
     assert!(
         rendered
             .config
-            .contains("router-id \"x'; delete interfaces ethernet eth0; commit; #\"\n")
+            .contains("router-id \"x; delete interfaces ethernet eth0; commit; #\"\n")
     );
 }
 

@@ -10,7 +10,15 @@ use std::io;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::{Limit, Limits};
+use super::{Limit, Limits, TemplateKind};
+
+/// A value written by an interpolation during a render: its escaped text, which
+/// template part wrote it and which interpolation of that part's source.
+pub(crate) struct Written {
+    pub text: String,
+    pub part: usize,
+    pub interpolation: usize,
+}
 
 pub(crate) struct Budget {
     limits: Limits,
@@ -19,6 +27,13 @@ pub(crate) struct Budget {
     output_left: Cell<usize>,
     tripped: Cell<Option<Limit>>,
     refused: RefCell<Option<String>>,
+    /// The render's random sentinel prefix (see `crate::verify`).
+    pub(crate) prefix: String,
+    /// The template part being rendered.
+    pub(crate) part: Cell<usize>,
+    /// Values written so far, per kind, in render order: a value's index here is
+    /// its sentinel's number.
+    pub(crate) written: [RefCell<Vec<Written>>; 2],
 }
 
 impl Budget {
@@ -30,7 +45,31 @@ impl Budget {
             output_left: Cell::new(limits.max_output_bytes),
             tripped: Cell::new(None),
             refused: RefCell::new(None),
+            prefix: crate::verify::sentinel_prefix(),
+            part: Cell::new(0),
+            written: [RefCell::new(Vec::new()), RefCell::new(Vec::new())],
         })
+    }
+
+    /// Records an escaped value and returns the sentinel written in its place.
+    /// The output budget is charged for the value, not the sentinel: the writer
+    /// charges the sentinel's bytes right after, so they are credited here.
+    pub(crate) fn write(&self, kind: TemplateKind, text: String, interpolation: usize) -> Result<String, Limit> {
+        let mut written = self.written[kind_slot(kind)].borrow_mut();
+        let sentinel = crate::verify::sentinel(&self.prefix, written.len());
+        let left = self.output_left.get().saturating_add(sentinel.len());
+        if text.len() > left {
+            return Err(self.trip(Limit::Output {
+                limit: self.limits.max_output_bytes,
+            }));
+        }
+        self.output_left.set(left - text.len());
+        written.push(Written {
+            text,
+            part: self.part.get(),
+            interpolation,
+        });
+        Ok(sentinel)
     }
 
     /// The first bound that tripped, if any.
@@ -107,6 +146,13 @@ impl Budget {
         }
         self.output_left.set(left - bytes);
         self.check_time()
+    }
+}
+
+pub(crate) fn kind_slot(kind: TemplateKind) -> usize {
+    match kind {
+        TemplateKind::Config => 0,
+        TemplateKind::Commands => 1,
     }
 }
 

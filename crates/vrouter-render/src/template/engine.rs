@@ -6,14 +6,15 @@ use std::rc::Rc;
 use serde_json::Value;
 use tera::{Context, Tera};
 
-use super::budget::{ActiveBudget, BoundedWriter, Budget};
+use super::budget::{ActiveBudget, BoundedWriter, Budget, Written, kind_slot};
 use super::scan::{self, SegmentKind, ShapeLimits};
 use super::{
-    Limit, Limits, Location, TemplateError, TemplateId, TemplateKind, TemplateWarning, functions,
-    interpolation_context, sandbox,
+    Limit, Limits, Location, TemplateError, TemplateId, TemplateKind, TemplateWarning, functions, interpolations,
+    paths, sandbox,
 };
 use crate::compose::{RenderedConfig, join_parts};
 use crate::merge::json_kind;
+use crate::verify;
 
 /// One template as a VRouterTemplate spells it: a name and its two sources, either
 /// of which may be empty (an empty source contributes nothing).
@@ -73,9 +74,10 @@ impl TemplateEngine {
     }
 
     /// Checks one template source as admission does: size and shape bounds, syntax
-    /// (with line and column), the sandbox's allowlists, and that no interpolation
-    /// sits where its escaping does not apply (inside quotes the template wrote, a
-    /// shell comment or a here-document).
+    /// (with line and column), the sandbox's allowlists, and, along the template's
+    /// control-flow paths, that every interpolation lands where its escaping holds
+    /// (a whole argument of an allowed command, a whole config value) as bash or
+    /// the VyOS parsers read the text. Rendering checks the actual text again.
     ///
     /// ```
     /// use vrouter_render::{TemplateEngine, TemplateError, TemplateKind};
@@ -111,9 +113,16 @@ impl TemplateEngine {
             name: name.to_owned(),
             kind,
         };
-        self.compile(&id, "check", source)?;
-        let segments = scan::segments(source);
-        Ok(interpolation_context::interpolations(source, &segments)
+        let compiled = self.compile(&id, "check", source)?;
+        paths::check(&compiled.template.ast, kind, writer(kind)).map_err(|(interpolation, placement)| {
+            TemplateError::MisplacedInterpolation {
+                location: compiled.location(interpolation),
+                template: id.clone(),
+                placement,
+            }
+        })?;
+        Ok(compiled
+            .interpolations
             .into_iter()
             .filter(|i| i.safe)
             .map(|i| TemplateWarning {
@@ -147,8 +156,9 @@ impl TemplateEngine {
                 let compiled = self.compile(&id, &key, source)?;
                 // tera has no public way to add a parsed template; its registry is
                 // a public (doc-hidden) field, and nothing here uses inheritance.
-                tera.templates.insert(key.clone(), compiled);
-                parts.push(Part { key, id });
+                tera.templates.insert(key.clone(), compiled.template);
+                let locations = compiled.interpolations.iter().map(|i| i.location).collect();
+                parts.push(Part { key, id, locations });
             }
         }
         Ok(PreparedTemplates {
@@ -158,7 +168,7 @@ impl TemplateEngine {
         })
     }
 
-    fn compile(&self, id: &TemplateId, key: &str, source: &str) -> Result<tera::Template, TemplateError> {
+    fn compile(&self, id: &TemplateId, key: &str, source: &str) -> Result<Compiled, TemplateError> {
         let limits = &self.limits;
         if source.len() > limits.max_template_bytes {
             return Err(TemplateError::LimitExceeded {
@@ -188,25 +198,48 @@ impl TemplateEngine {
             location: locate_in_tags(source, &segments, &v.needle),
             why: v.why,
         })?;
-        if let Some((location, context)) = interpolation_context::misplaced_interpolation(source, &segments, id.kind) {
-            return Err(TemplateError::MisplacedInterpolation {
-                template: id.clone(),
-                location,
-                context,
-            });
-        }
-        let writer = match id.kind {
-            TemplateKind::Commands => functions::COMMAND_WORD,
-            TemplateKind::Config => functions::CONFIG_VALUE,
+        let mut numbered = 0;
+        sandbox::instrument(&mut template.ast, Some(writer(id.kind)), &mut numbered);
+        let interpolations = interpolations::interpolations(source, &segments);
+        // Both count `{{ }}` tags in source order; if they ever disagreed, errors
+        // would point at the wrong tag, so they point at none.
+        let interpolations = if interpolations.len() == numbered {
+            interpolations
+        } else {
+            Vec::new()
         };
-        sandbox::instrument(&mut template.ast, Some(writer));
-        Ok(template)
+        Ok(Compiled {
+            template,
+            interpolations,
+        })
+    }
+}
+
+fn writer(kind: TemplateKind) -> &'static str {
+    match kind {
+        TemplateKind::Commands => functions::COMMAND_WORD,
+        TemplateKind::Config => functions::CONFIG_VALUE,
+    }
+}
+
+struct Compiled {
+    template: tera::Template,
+    interpolations: Vec<interpolations::Interpolation>,
+}
+
+impl Compiled {
+    fn location(&self, interpolation: usize) -> Location {
+        self.interpolations
+            .get(interpolation)
+            .map_or(Location { line: 1, column: 1 }, |i| i.location)
     }
 }
 
 struct Part {
     key: String,
     id: TemplateId,
+    /// Where each interpolation of the source is, by its number.
+    locations: Vec<Location>,
 }
 
 /// A binding's templates, checked and compiled, ready to render for each target.
@@ -239,7 +272,8 @@ impl PreparedTemplates {
         let _active = ActiveBudget::install(budget.clone());
         let mut config = Vec::new();
         let mut commands = Vec::new();
-        for part in &self.parts {
+        for (index, part) in self.parts.iter().enumerate() {
+            budget.part.set(index);
             let text = self.render_part(part, &context, &budget)?;
             match part.id.kind {
                 TemplateKind::Config => config.push(text),
@@ -247,8 +281,8 @@ impl PreparedTemplates {
             }
         }
         let rendered = RenderedConfig {
-            config: join_parts(config),
-            commands: join_parts(commands),
+            config: self.verified(TemplateKind::Config, &join_parts(config), &budget)?,
+            commands: self.verified(TemplateKind::Commands, &join_parts(commands), &budget)?,
         };
         if rendered.config.len() + rendered.commands.len() > self.limits.max_output_bytes {
             // Only the newlines the join adds can get here; the writer bounds the rest.
@@ -266,6 +300,37 @@ impl PreparedTemplates {
             });
         }
         Ok(rendered)
+    }
+
+    /// The rendered text of one kind with its values in place, once the check
+    /// (`crate::verify`) accepts where every sentinel landed in the joined text —
+    /// the text the router will read, control flow resolved.
+    fn verified(&self, kind: TemplateKind, text: &str, budget: &Budget) -> Result<String, TemplateError> {
+        let written = budget.written[kind_slot(kind)].borrow();
+        let checked = match kind {
+            TemplateKind::Config => verify::check_config(text, &budget.prefix, written.len()),
+            TemplateKind::Commands => verify::check_commands(text, &budget.prefix, written.len()),
+        };
+        match checked {
+            Ok(spans) => {
+                let values: Vec<String> = written.iter().map(|w| w.text.clone()).collect();
+                Ok(verify::substitute(text, &spans, &values))
+            }
+            Err(refusal) => Err(self.refusal(&written[refusal.index], refusal.placement)),
+        }
+    }
+
+    fn refusal(&self, written: &Written, placement: verify::Placement) -> TemplateError {
+        let part = &self.parts[written.part];
+        TemplateError::MisplacedInterpolation {
+            template: part.id.clone(),
+            location: part
+                .locations
+                .get(written.interpolation)
+                .copied()
+                .unwrap_or(Location { line: 1, column: 1 }),
+            placement,
+        }
     }
 
     fn render_part(&self, part: &Part, context: &Context, budget: &Rc<Budget>) -> Result<String, TemplateError> {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::interpolation_context::MisplacedContext;
+use crate::verify::Placement;
 
 /// Which field of a VRouterTemplate a source is: it decides how interpolated values
 /// are written out.
@@ -144,16 +144,17 @@ pub enum TemplateError {
         /// Why it is not available.
         why: String,
     },
-    /// An interpolation sits where its kind's escaping does not apply: inside
-    /// quotes the template wrote, a shell comment or a here-document.
-    #[error("{template} at {location}: this interpolation is {context} (or mark trusted template text `| safe`)")]
+    /// An interpolation lands where its kind's escaping does not hold, as bash
+    /// (commands) or the VyOS config parsers (config) read the rendered text:
+    /// anywhere but a whole argument of an allowed command or a whole config value.
+    #[error("{template} at {location}: this interpolation is {placement} (or mark trusted template text `| safe`)")]
     MisplacedInterpolation {
         /// The template.
         template: TemplateId,
         /// Where the interpolation starts.
         location: Location,
-        /// What surrounds it.
-        context: MisplacedContext,
+        /// Where it landed.
+        placement: Placement,
     },
     /// A variable the template reads is not in the params.
     #[error("{template} uses the variable `{variable}`, which is not defined in the params")]

@@ -348,12 +348,15 @@ fn bounded(value: &Value, _: &HashMap<String, Value>) -> tera::Result<Value> {
     })
 }
 
-/// Appended to every interpolation not marked `| safe`: writes the value as one
-/// command word or one config value. `at` names the interpolated expression for
-/// errors; the value itself is never quoted back (params can hold secrets).
+/// Appended to every interpolation not marked `| safe`: escapes the value as one
+/// command word or one config value, records it, and writes a sentinel in its
+/// place for the render check (`crate::verify`). `at` names the interpolated
+/// expression for errors, `id` numbers the interpolation in its source; the value
+/// itself is never quoted back (params can hold secrets).
 fn write_value(value: &Value, args: &HashMap<String, Value>, kind: TemplateKind) -> tera::Result<Value> {
     with_active(|budget| {
         let at = args.get("at").and_then(Value::as_str).unwrap_or("an interpolation");
+        let interpolation = args.get("id").and_then(Value::as_u64).unwrap_or(0) as usize;
         // A null writes an explicit empty word or value, so the arguments around it
         // keep their positions.
         let text = match value {
@@ -379,7 +382,7 @@ fn write_value(value: &Value, args: &HashMap<String, Value>, kind: TemplateKind)
             TemplateKind::Config => config_value(&text),
         };
         match written {
-            Ok(word) => Ok(Value::String(word.into_owned())),
+            Ok(word) => Ok(Value::String(budget.write(kind, word.into_owned(), interpolation)?)),
             Err(why) => Err(budget.refuse(format!("the value of {at} {why}"))),
         }
     })

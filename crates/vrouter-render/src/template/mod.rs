@@ -4,12 +4,12 @@ mod budget;
 mod engine;
 mod error;
 mod functions;
-mod interpolation_context;
+mod interpolations;
 mod limits;
+mod paths;
 mod sandbox;
 mod scan;
 
 pub use engine::{PreparedTemplates, TemplateEngine, TemplateSource};
 pub use error::{Limit, Location, TemplateError, TemplateId, TemplateKind, TemplateWarning};
-pub use interpolation_context::MisplacedContext;
 pub use limits::{Limits, MAX_RENDERED_BYTES};

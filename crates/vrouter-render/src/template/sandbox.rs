@@ -183,17 +183,30 @@ fn validate_function(call: &FunctionCall) -> Result<(), Violation> {
 }
 
 /// Rewrites a validated AST so the render's budget bounds it. `output_filter`, when
-/// given, is appended to every interpolation not ending in `| safe`.
-pub(crate) fn instrument(ast: &mut [Node], output_filter: Option<&str>) {
+/// given, is appended to every interpolation not ending in `| safe`, with the
+/// interpolation's number in source order (counted in `next_id`, which matches
+/// the order of `{{ }}` tags in the source) as its `id`.
+pub(crate) fn instrument(ast: &mut [Node], output_filter: Option<&str>, next_id: &mut usize) {
     for node in ast.iter_mut() {
-        instrument_node(node, output_filter);
+        instrument_node(node, output_filter, next_id);
     }
 }
 
-fn instrument_node(node: &mut Node, output_filter: Option<&str>) {
+/// The `id` of an interpolation's writer, if it has one.
+pub(crate) fn writer_id(expr: &Expr, writer: &str) -> Option<usize> {
+    let filter = expr.filters.last().filter(|f| f.name == writer)?;
+    match filter.args.get("id")?.val {
+        ExprVal::Int(id) => usize::try_from(id).ok(),
+        _ => None,
+    }
+}
+
+fn instrument_node(node: &mut Node, output_filter: Option<&str>, next_id: &mut usize) {
     match node {
         Node::VariableBlock(_, expr) => {
             let described = describe(expr);
+            let id = *next_id;
+            *next_id += 1;
             instrument_expr(expr, Position::Value);
             // `not …` writes a boolean, which needs no escaping (and tera negates
             // after the filters, so escaping first would change its truth).
@@ -201,8 +214,11 @@ fn instrument_node(node: &mut Node, output_filter: Option<&str>) {
                 && !expr.is_marked_safe()
                 && !expr.negated
             {
-                let at = HashMap::from([("at".to_owned(), Expr::new(ExprVal::String(described)))]);
-                expr.filters.push(call(filter, at));
+                let args = HashMap::from([
+                    ("at".to_owned(), Expr::new(ExprVal::String(described))),
+                    ("id".to_owned(), Expr::new(ExprVal::Int(id as i64))),
+                ]);
+                expr.filters.push(call(filter, args));
             }
         }
         Node::Set(_, set) => {
@@ -212,19 +228,19 @@ fn instrument_node(node: &mut Node, output_filter: Option<&str>) {
         Node::If(if_node, _) => {
             for (_, cond, body) in &mut if_node.conditions {
                 instrument_expr(cond, Position::Condition);
-                instrument(body, output_filter);
+                instrument(body, output_filter, next_id);
             }
             if let Some((_, body)) = &mut if_node.otherwise {
-                instrument(body, output_filter);
+                instrument(body, output_filter, next_id);
             }
         }
         Node::Forloop(_, for_loop, _) => {
             instrument_expr(&mut for_loop.container, Position::Value);
-            instrument(&mut for_loop.body, output_filter);
+            instrument(&mut for_loop.body, output_filter, next_id);
             // First in the body, so `continue` cannot skip it.
             for_loop.body.insert(0, tick_node());
             if let Some(body) = &mut for_loop.empty_body {
-                instrument(body, output_filter);
+                instrument(body, output_filter, next_id);
             }
         }
         _ => {}

@@ -10,6 +10,7 @@
 
 #![allow(dead_code)]
 
+pub mod oracle;
 pub mod vyos_config;
 
 use std::path::Path;
