@@ -62,6 +62,34 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
     let criterion = read_criterion(&target_dir(root).join("criterion"), since)?;
     let criterion_secs = started.elapsed().as_secs();
 
+    // The injection property test at ten times its CI size (issue #20: ≥ 10⁵).
+    let injection_out = std::env::temp_dir().join("vrouter-bench-injection.json");
+    let injection_env = [
+        ("VROUTER_INJECTION_CASES", "100000".to_owned()),
+        ("VROUTER_BENCH_OUT", injection_out.display().to_string()),
+    ];
+    let injection_args = [
+        "test",
+        "--release",
+        "-p",
+        "vrouter-render",
+        "--test",
+        "injection_properties",
+        "--",
+        "--nocapture",
+    ];
+    cargo_step::run(root, "injection property run", &injection_args, &injection_env)?;
+    let injection = read_json(&injection_out)?;
+    let injection_section = format!(
+        "\n## Injection check, long run\n\n`{}`: {} generated template shapes × hostile values, {} accepted \
+         and run under bash and mvdan/sh, {} refused, zero escapes, in {:.0} s.\n",
+        cargo_step::command_line(&injection_env, &injection_args),
+        injection["cases"],
+        injection["accepted"],
+        injection["refused"],
+        injection["seconds"].as_f64().unwrap_or(0.0),
+    );
+
     let scale_out = std::env::temp_dir().join("vrouter-bench-scale.json");
     let scale_env = [
         ("VROUTER_SCALE_TARGETS", options.targets.to_string()),
@@ -116,7 +144,8 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
         criterion_secs,
         total_secs: started.elapsed().as_secs(),
     }
-    .render();
+    .render()
+        + &injection_section;
     let path = root.join("docs/benchmarks.md");
     std::fs::write(&path, doc).with_context(|| format!("writing {}", path.display()))?;
     println!("==> wrote {} in {} s", path.display(), started.elapsed().as_secs());

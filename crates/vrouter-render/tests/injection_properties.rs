@@ -281,6 +281,7 @@ fn accepted_renders_run_only_the_intended_commands() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
+    let started = std::time::Instant::now();
     let mut bash = BashHarness::start().expect("this test runs the apply script under bash");
     let mut sh = ShParse::start();
     let engine = TemplateEngine::new();
@@ -327,6 +328,11 @@ fn accepted_renders_run_only_the_intended_commands() {
     }
     check_batch(&mut bash, &mut sh, &batch);
     eprintln!("{cases} cases: {accepted} accepted and run, {refused} refused");
+    if let Some(out) = std::env::var_os("VROUTER_BENCH_OUT") {
+        let report = json!({"cases": cases, "accepted": accepted, "refused": refused,
+                            "seconds": started.elapsed().as_secs_f64()});
+        std::fs::write(out, report.to_string()).expect("writing the bench report");
+    }
     // The generator must exercise both sides.
     assert!(
         accepted > cases / 10 && refused > cases / 10,

@@ -159,8 +159,12 @@ fn range_is_bounded_before_it_allocates() {
     let err = render_commands("{{ range(end=5, step_by=0) | length }}", &json!({})).unwrap_err();
     assert!(err.to_string().contains("step_by=0, which would never end"), "{err}");
     assert_eq!(
-        render_commands("{{ range(start=1, end=8, step_by=3) | join(sep=\",\") }}", &json!({})).unwrap(),
-        "1,4,7\n"
+        render_commands(
+            "echo {{ range(start=1, end=8, step_by=3) | join(sep=\",\") }}",
+            &json!({})
+        )
+        .unwrap(),
+        "echo 1,4,7\n"
     );
 }
 
