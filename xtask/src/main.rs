@@ -5,6 +5,7 @@ mod bench;
 mod cargo_step;
 mod demo;
 mod gen_crds;
+mod guest_image;
 mod oracles;
 mod prepare;
 mod test;
@@ -35,6 +36,8 @@ enum Command {
     Testenv,
     /// Build (when missing or changed) the Go test oracles under xtask/oracles/.
     Oracles,
+    /// Install QEMU and libvirt, and build (when missing) the guest image the real-guest tests boot.
+    GuestImage,
     /// Watch the operator configure simulated routers on this machine (no cluster needed).
     Demo {
         /// Leave everything running afterwards and print a kubeconfig; Ctrl-C stops and cleans up.
@@ -53,6 +56,7 @@ fn main() -> anyhow::Result<()> {
         Command::Test => test::run(&root),
         Command::Testenv => testenv_bins::run(&root),
         Command::Oracles => oracles::run(&root),
+        Command::GuestImage => guest_image::run(),
         Command::Demo { keep } => demo::run(&root, keep),
         Command::Bench(options) => bench::run(&root, &options),
     }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 pub fn run(root: &Path) -> anyhow::Result<()> {
     crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
+    crate::guest_image::run()?;
     println!("==> test control plane");
     crate::testenv_bins::run(root)?;
     println!("==> test oracles");

@@ -27,7 +27,9 @@ use vrouter_providers::GuestPaths;
 use vrouter_render::testing::{StubEvent, parse_stub_log};
 
 /// Appended to vrouter-render's stubs; logs each call in their record format
-/// and keeps the running config in `$VROUTER_RUNNING`.
+/// and keeps the running config in `$VROUTER_RUNNING`. `commit` first sleeps
+/// for the seconds written in `$VROUTER_COMMIT_DELAY_FILE`, when that file
+/// has any: a slow commit keeps an apply running for fault tests.
 const ROUTER_STATE: &str = r#"
 set() {
     printf '%s\0' CALL set "$#" "$@" >>"$VROUTER_STUB_LOG"
@@ -37,6 +39,12 @@ set() {
 delete() {
     printf '%s\0' CALL delete "$#" "$@" >>"$VROUTER_STUB_LOG"
     printf 'delete %s\n' "$*" >>"$VROUTER_RUNNING"
+}
+commit() {
+    if [ -n "${VROUTER_COMMIT_DELAY_FILE-}" ] && [ -s "$VROUTER_COMMIT_DELAY_FILE" ]; then
+        sleep "$(cat "$VROUTER_COMMIT_DELAY_FILE")"
+    fi
+    printf '%s\0' CALL commit "$#" "$@" >>"$VROUTER_STUB_LOG"
 }
 load() {
     printf '%s\0' CALL load "$#" "$@" >>"$VROUTER_STUB_LOG"
@@ -55,6 +63,127 @@ save() {
     cp "$VROUTER_RUNNING" "$VROUTER_CONFIG_BOOT"
 }
 "#;
+
+/// Where a router's stand-in files live: in a test's temporary directory
+/// ([`GuestSandbox`]) or at the router's own paths inside a real guest
+/// ([`RouterFiles::in_guest`]). Every stand-in is written from these, so the
+/// two kinds of guest behave the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouterFiles {
+    /// The interpreter the apply script runs under (`/bin/vbash`).
+    pub vbash: String,
+    /// The stub vyatta functions, loaded into every vbash through `BASH_ENV`.
+    pub stubs: String,
+    /// The record of every stubbed call (see `vrouter_render::testing`).
+    pub stub_log: String,
+    /// The running config the stubs keep.
+    pub running: String,
+    /// Where `save` writes: the startup config.
+    pub config_boot: String,
+    /// `cli-shell-api`, which prints the running config.
+    pub cli_shell_api: String,
+    /// One `.` per `cli-shell-api` run.
+    pub cli_shell_api_log: String,
+    /// The `systemctl` stand-in and its call log.
+    pub systemctl: String,
+    pub systemctl_log: String,
+    /// The SubState the `systemctl` stand-in prints.
+    pub substate: String,
+    pub os_release: String,
+    /// Seconds `commit` sleeps, when the file is not empty.
+    pub commit_delay: String,
+}
+
+impl RouterFiles {
+    /// Everything inside `dir`, for a guest played by the test machine.
+    pub fn in_dir(dir: &Path) -> Self {
+        let at = |name: &str| dir.join(name).to_str().expect("UTF-8 temp paths").to_string();
+        RouterFiles {
+            vbash: at("vbash"),
+            stubs: at("vyatta-stubs.bash"),
+            stub_log: at("stub.log"),
+            running: at(RUNNING),
+            config_boot: at(CONFIG_BOOT),
+            cli_shell_api: at("cli-shell-api"),
+            cli_shell_api_log: at("cli-shell-api.log"),
+            systemctl: at("systemctl"),
+            systemctl_log: at("systemctl.log"),
+            substate: at("substate"),
+            os_release: at("os-release"),
+            commit_delay: at("commit-delay"),
+        }
+    }
+
+    /// A real router's paths (the operator's defaults), with the stand-ins'
+    /// own state under `/var/lib/vrouter-test` and `/run/vrouter-test`.
+    pub fn in_guest() -> Self {
+        RouterFiles {
+            vbash: vrouter_qga::constants::APPLY_INTERPRETER.into(),
+            stubs: "/opt/vyatta/etc/functions/script-template".into(),
+            stub_log: "/var/lib/vrouter-test/stub.log".into(),
+            running: "/var/lib/vrouter-test/running.config".into(),
+            config_boot: vrouter_qga::constants::CONFIG_BOOT_PATH.into(),
+            cli_shell_api: vrouter_api_show_config()[0].clone(),
+            cli_shell_api_log: "/var/lib/vrouter-test/cli-shell-api.log".into(),
+            systemctl: vrouter_qga::constants::SYSTEMCTL_PATH.into(),
+            systemctl_log: "/var/lib/vrouter-test/systemctl.log".into(),
+            substate: "/run/vrouter-test/substate".into(),
+            os_release: vrouter_qga::constants::OS_RELEASE_PATH.into(),
+            commit_delay: "/run/vrouter-test/commit-delay".into(),
+        }
+    }
+
+    /// The executable stand-ins and the stubs, as (path, mode, content).
+    pub fn programs(&self) -> Vec<(String, u32, String)> {
+        let stubs = format!("{}\n{ROUTER_STATE}", vrouter_render::testing::VYATTA_STUBS);
+        let cli_shell_api = format!(
+            "#!/bin/bash\nif [ \"$*\" != 'showConfig --show-active-only' ]; then\n\
+             echo \"unexpected cli-shell-api call: $*\" >&2; exit 2; fi\n\
+             printf '.' >> '{log}'\n\
+             cat '{running}'\n",
+            log = self.cli_shell_api_log,
+            running = self.running
+        );
+        let systemctl = format!(
+            "#!/bin/bash\nprintf '%s\\n' \"$*\" >> '{log}'\n\
+             if [ $# -ne 5 ] || [ \"$1 $2 $3 $4\" != 'show -p SubState --value' ]; then\n\
+             echo \"unexpected systemctl call: $*\" >&2; exit 2; fi\n\
+             cat '{substate}'\n",
+            log = self.systemctl_log,
+            substate = self.substate
+        );
+        let vbash = format!(
+            "#!/bin/bash\nexport VROUTER_STUB_LOG='{log}'\nexport VROUTER_RUNNING='{running}'\n\
+             export VROUTER_CONFIG_BOOT='{boot}'\nexport VROUTER_COMMIT_DELAY_FILE='{delay}'\n\
+             export BASH_ENV='{stubs}'\nexec /bin/bash \"$@\"\n",
+            log = self.stub_log,
+            running = self.running,
+            boot = self.config_boot,
+            delay = self.commit_delay,
+            stubs = self.stubs
+        );
+        vec![
+            (self.stubs.clone(), 0o644, stubs),
+            (self.cli_shell_api.clone(), 0o755, cli_shell_api),
+            (self.systemctl.clone(), 0o755, systemctl),
+            (self.vbash.clone(), 0o755, vbash),
+        ]
+    }
+}
+
+/// The command that prints a real router's running config.
+fn vrouter_api_show_config() -> Vec<String> {
+    vrouter_api::constants::SHOW_RUNNING_CONFIG.map(str::to_owned).to_vec()
+}
+
+/// An os-release for a router of OS `id`.
+pub fn os_release(id: &str) -> String {
+    match id {
+        "vyos" => "NAME=\"VyOS\"\nVERSION=\"1.4.0\"\nID=vyos\nVERSION_ID=\"1.4.0\"\nPRETTY_NAME=\"VyOS 1.4.0 (sagitta)\"\n".into(),
+        "dozenos" => "NAME=\"DozenOS\"\nVERSION=\"1.0\"\nID=dozenos\nID_LIKE=vyos\nVERSION_ID=\"1.0\"\nPRETTY_NAME=\"DozenOS 1.0\"\n".into(),
+        other => format!("NAME=\"Test\"\nID={other}\nVERSION_ID=1\n"),
+    }
+}
 
 /// The guest's running config (what `cli-shell-api` shows) and its saved
 /// startup config, as files in the sandbox.
@@ -82,42 +211,15 @@ impl GuestSandbox {
         let sandbox = GuestSandbox { dir };
         sandbox.set_os_id(os_id);
         sandbox.set_substate("exited");
-        fs::write(
-            sandbox.dir.join("vyatta-stubs.bash"),
-            format!("{}\n{ROUTER_STATE}", vrouter_render::testing::VYATTA_STUBS),
-        )
-        .expect("write the stubs");
+        for (path, mode, content) in RouterFiles::in_dir(&sandbox.dir).programs() {
+            if mode & 0o111 != 0 {
+                write_executable(Path::new(&path), &content);
+            } else {
+                fs::write(&path, content).unwrap_or_else(|e| panic!("writing {path}: {e}"));
+            }
+        }
         fs::write(sandbox.dir.join("stub.log"), b"").expect("create the stub log");
         fs::write(sandbox.dir.join(RUNNING), b"").expect("create the running config");
-        write_executable(
-            &sandbox.dir.join("cli-shell-api"),
-            &format!(
-                "#!/bin/bash\nif [ \"$*\" != 'showConfig --show-active-only' ]; then\n\
-                 echo \"unexpected cli-shell-api call: $*\" >&2; exit 2; fi\n\
-                 printf '.' >> '{d}/cli-shell-api.log'\n\
-                 cat '{d}/{RUNNING}'\n",
-                d = sandbox.dir.display()
-            ),
-        );
-        write_executable(
-            &sandbox.dir.join("systemctl"),
-            &format!(
-                "#!/bin/bash\nprintf '%s\\n' \"$*\" >> '{d}/systemctl.log'\n\
-                 if [ $# -ne 5 ] || [ \"$1 $2 $3 $4\" != 'show -p SubState --value' ]; then\n\
-                 echo \"unexpected systemctl call: $*\" >&2; exit 2; fi\n\
-                 cat '{d}/substate'\n",
-                d = sandbox.dir.display()
-            ),
-        );
-        write_executable(
-            &sandbox.dir.join("vbash"),
-            &format!(
-                "#!/bin/bash\nexport VROUTER_STUB_LOG='{d}/stub.log'\nexport VROUTER_RUNNING='{d}/{RUNNING}'\n\
-                 export VROUTER_CONFIG_BOOT='{d}/{CONFIG_BOOT}'\nexport BASH_ENV='{d}/vyatta-stubs.bash'\n\
-                 exec /bin/bash \"$@\"\n",
-                d = sandbox.dir.display()
-            ),
-        );
         sandbox
     }
 

@@ -3,12 +3,17 @@
 //! and pods/exec over the websocket channel subprotocol
 //! (`v5.channel.k8s.io`/`v4.channel.k8s.io`, what kube-rs asks for).
 //!
-//! An exec of `virsh qemu-agent-command <domain> '<json>'` in container
-//! `compute` behaves as virsh does: the JSON goes to the pod's real qemu-ga,
-//! the reply is printed on stdout with exit 0, an agent error is printed as
-//! `error: internal error: unable to execute QEMU agent command '<cmd>':
-//! <desc>` on stderr with exit 1. A domain other than the pod's
-//! `<namespace>_<vmi>` or a pod without an agent fail as virsh would.
+//! A launcher pod's `compute` container is one of two things:
+//! - a real libvirtd ([`FakeKubeApi::put_libvirt_launcher_pod`]): the exec
+//!   runs the real `virsh` with exactly the argv the client sent, in the
+//!   daemon's mount namespace and with the pod's `LIBVIRT_DEFAULT_URI`, and
+//!   its stdout, stderr and exit code travel back as the kubelet sends them;
+//! - for the fast tests, a `qemu-ga -m unix-listen` socket, where the fake
+//!   plays virsh: the JSON goes to the agent, the reply is printed on stdout
+//!   with exit 0, an agent error is printed as `error: internal error:
+//!   unable to execute QEMU agent command '<cmd>': <desc>` on stderr with
+//!   exit 1. A domain other than the pod's `<namespace>_<vmi>` or a pod
+//!   without an agent fail as virsh would.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -34,6 +39,7 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
 use crate::http_util::{parse_query, query_value, response};
+use crate::vm::Libvirt;
 
 /// One exec the fake carried out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,7 +52,19 @@ pub struct ExecSeen {
 
 struct LauncherPod {
     pod: Pod,
-    agent_socket: Option<PathBuf>,
+    compute: Compute,
+}
+
+/// What runs in a launcher pod's `compute` container.
+#[derive(Clone)]
+enum Compute {
+    /// A unix-listen qemu-ga (or none), with virsh played by the fake.
+    Agent(Option<PathBuf>),
+    /// A real libvirtd; execs run real programs in its container.
+    Libvirt {
+        libvirt: Arc<Libvirt>,
+        default_uri: Option<String>,
+    },
 }
 
 #[derive(Default)]
@@ -145,6 +163,34 @@ impl FakeKubeApi {
         phase: &str,
         agent_socket: Option<PathBuf>,
     ) {
+        self.put_pod(namespace, pod, vmi, vmi_uid, node, phase, Compute::Agent(agent_socket));
+    }
+
+    /// Adds a virt-launcher pod whose `compute` container is `libvirt`'s:
+    /// execs run the real programs there, `virsh` with
+    /// `LIBVIRT_DEFAULT_URI=default_uri` when given (KubeVirt sets it for
+    /// non-root launchers) or its own default (`qemu:///system` as root).
+    /// The VMI's domain must be named `<namespace>_<vmi>`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_libvirt_launcher_pod(
+        &self,
+        namespace: &str,
+        pod: &str,
+        vmi: &str,
+        vmi_uid: &str,
+        node: &str,
+        libvirt: Arc<Libvirt>,
+        default_uri: Option<&str>,
+    ) {
+        let compute = Compute::Libvirt {
+            libvirt,
+            default_uri: default_uri.map(str::to_owned),
+        };
+        self.put_pod(namespace, pod, vmi, vmi_uid, node, "Running", compute);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn put_pod(&self, namespace: &str, pod: &str, vmi: &str, vmi_uid: &str, node: &str, phase: &str, compute: Compute) {
         let pod = Pod {
             metadata: ObjectMeta {
                 name: Some(pod.into()),
@@ -170,7 +216,7 @@ impl FakeKubeApi {
         };
         let mut pods = self.state.pods.lock().unwrap();
         pods.retain(|p| p.pod.metadata.name != pod.metadata.name || p.pod.metadata.namespace != pod.metadata.namespace);
-        pods.push(LauncherPod { pod, agent_socket });
+        pods.push(LauncherPod { pod, compute });
     }
 
     /// Every exec carried out so far.
@@ -271,7 +317,7 @@ async fn exec(
         .filter(|(k, _)| k == "command")
         .map(|(_, v)| v.clone())
         .collect();
-    let (vmi_name, socket) = {
+    let (vmi_name, compute) = {
         let pods = state.pods.lock().unwrap();
         let Some(found) = pods.iter().find(|p| {
             p.pod.metadata.namespace.as_deref() == Some(ns) && p.pod.metadata.name.as_deref() == Some(pod_name)
@@ -286,7 +332,7 @@ async fn exec(
             .and_then(|l| l.get("vm.kubevirt.io/name"))
             .cloned()
             .unwrap_or_default();
-        (vmi, found.agent_socket.clone())
+        (vmi, found.compute.clone())
     };
     if container != "compute" {
         return status(
@@ -316,16 +362,28 @@ async fn exec(
     else {
         return status(400, "BadRequest", "no supported channel subprotocol offered");
     };
-    let agent_lock = socket
-        .as_ref()
-        .map(|s| state.agent_locks.lock().unwrap().entry(s.clone()).or_default().clone());
+    let agent_lock = match &compute {
+        Compute::Agent(Some(socket)) => Some(
+            state
+                .agent_locks
+                .lock()
+                .unwrap()
+                .entry(socket.clone())
+                .or_default()
+                .clone(),
+        ),
+        _ => None,
+    };
     let domain = format!("{ns}_{vmi_name}");
     tokio::spawn(async move {
         let Ok(upgraded) = hyper::upgrade::on(req).await else {
             return;
         };
         let mut ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
-        let (stdout, stderr, code) = run_virsh(&command, &domain, socket, agent_lock).await;
+        let (stdout, stderr, code) = match compute {
+            Compute::Agent(socket) => run_virsh(&command, &domain, socket, agent_lock).await,
+            Compute::Libvirt { libvirt, default_uri } => run_in_container(&libvirt, &command, default_uri).await,
+        };
         let mut frames = Vec::new();
         if !stdout.is_empty() {
             frames.push([&[1u8][..], &stdout].concat());
@@ -362,6 +420,29 @@ async fn exec(
     headers.insert(header::SEC_WEBSOCKET_PROTOCOL, protocol.parse().unwrap());
     headers.remove(header::CONTENT_TYPE);
     resp
+}
+
+/// Runs `command` as sent in the libvirt container: (stdout, stderr, exit
+/// code), as the kubelet reports them.
+async fn run_in_container(
+    libvirt: &Libvirt,
+    command: &[String],
+    default_uri: Option<String>,
+) -> (Vec<u8>, Vec<u8>, i32) {
+    if command.is_empty() {
+        return (Vec::new(), b"exec: no command\n".to_vec(), 127);
+    }
+    let argv = libvirt.in_container(command);
+    let mut process = tokio::process::Command::new(&argv[0]);
+    process.args(&argv[1..]).kill_on_drop(true);
+    match default_uri {
+        Some(uri) => process.env("LIBVIRT_DEFAULT_URI", uri),
+        None => process.env_remove("LIBVIRT_DEFAULT_URI"),
+    };
+    match process.output().await {
+        Ok(output) => (output.stdout, output.stderr, output.status.code().unwrap_or(128)),
+        Err(e) => (Vec::new(), format!("exec: {e}\n").into_bytes(), 127),
+    }
 }
 
 /// `virsh qemu-agent-command DOMAIN JSON`: (stdout, stderr, exit code).

@@ -20,7 +20,9 @@ pub mod guest;
 mod http_util;
 pub mod kube;
 pub mod proxmox;
+pub mod qemu_server;
 pub mod tls;
+pub mod vm;
 
 pub use vrouter_qga::testing::{AgentOptions, AgentProcess, HOW_TO_GET_QEMU_GA};
 

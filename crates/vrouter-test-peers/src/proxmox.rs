@@ -1,6 +1,12 @@
 //! An in-process Proxmox VE API: the endpoints the provider and the
 //! ProxmoxCluster controller use, over HTTPS with a self-signed certificate,
-//! with every `agent/*` call carried out against the VM's real `qemu-ga`.
+//! with every `agent/*` call carried out against the VM's real `qemu-ga`
+//! the way qemu-server does it ([`crate::qemu_server`]): a `guest-ping` to
+//! check the agent, then the command, each on a connection of its own to
+//! the VM's agent socket — a real guest's virtio-serial chardev, or a
+//! `qemu-ga -m unix-listen` for the fast tests. A VM backed by a
+//! [`QemuGuest`] reports the uptime of its QEMU process, as Proxmox VE does
+//! (a reboot inside the guest keeps it).
 //!
 //! Behaviour follows Proxmox VE where it matters to a client: errors travel
 //! in the HTTP reason phrase; a VM that is not on the node asked answers
@@ -15,6 +21,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -24,11 +31,14 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use serde_json::Map;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
-use vrouter_qga::{Agent, ExecRequest, ExitStatus, OpenMode, Pid, QgaError, UnixSocketTransport};
+
+use crate::qemu_server::{self, COMMAND_TIMEOUT, PING_TIMEOUT, QgaSocket};
+use crate::vm::QemuGuest;
 
 use crate::http_util::{parse_query, query_value, response};
 
@@ -41,10 +51,28 @@ pub const MAX_READ_SIZE: usize = 16 * 1024 * 1024;
 
 struct Vm {
     node: String,
-    agent: Option<Arc<Agent<UnixSocketTransport>>>,
+    agent: Option<QgaSocket>,
     running: bool,
     uptime: u64,
+    /// A real guest: running and uptime come from its QEMU process.
+    guest: Option<Arc<QemuGuest>>,
     stall_exec_status: bool,
+}
+
+impl Vm {
+    fn running(&self) -> bool {
+        match &self.guest {
+            Some(guest) => self.running && guest.is_running(),
+            None => self.running,
+        }
+    }
+
+    fn uptime(&self) -> u64 {
+        match &self.guest {
+            Some(guest) => guest.process_uptime().as_secs(),
+            None => self.uptime,
+        }
+    }
 }
 
 /// One request as the fake saw it.
@@ -64,9 +92,9 @@ struct State {
     seen: Mutex<Vec<Seen>>,
     absent_status: AtomicU16,
     max_read: AtomicUsize,
-    /// One client per agent socket: qemu-ga serves one connection at a time,
-    /// so VMs sharing an agent (scale tests) must share its client too.
-    agents: Mutex<HashMap<PathBuf, Arc<Agent<UnixSocketTransport>>>>,
+    /// One turn per agent socket: the agent serves one connection at a time,
+    /// so VMs sharing an agent (scale tests) take turns on it.
+    agents: Mutex<HashMap<PathBuf, QgaSocket>>,
     /// Endpoints that read requests and never answer.
     stalled: Mutex<Vec<usize>>,
 }
@@ -150,8 +178,23 @@ impl FakeProxmox {
             .lock()
             .unwrap()
             .entry(socket.clone())
-            .or_insert_with(|| Arc::new(Agent::new(UnixSocketTransport::new(socket))))
+            .or_insert_with(|| QgaSocket::new(socket))
             .clone();
+        self.insert_vm(vmid, node, agent, None);
+    }
+
+    /// Adds a VM played by a real QEMU guest: its agent chardev is the VM's
+    /// agent socket (taking turns with the test's own looks into the guest),
+    /// and it runs and has uptime as long as its QEMU process does.
+    pub fn add_guest_vm(&self, vmid: i64, node: &str, guest: Arc<QemuGuest>) {
+        let agent = QgaSocket {
+            path: guest.agent_socket(),
+            turn: guest.channel_lock(),
+        };
+        self.insert_vm(vmid, node, agent, Some(guest));
+    }
+
+    fn insert_vm(&self, vmid: i64, node: &str, agent: QgaSocket, guest: Option<Arc<QemuGuest>>) {
         self.state.vms.lock().unwrap().insert(
             vmid,
             Vm {
@@ -159,6 +202,7 @@ impl FakeProxmox {
                 agent: Some(agent),
                 running: true,
                 uptime: 3600,
+                guest,
                 stall_exec_status: false,
             },
         );
@@ -178,7 +222,8 @@ impl FakeProxmox {
         self.vm_mut(vmid, |vm| vm.running = running);
     }
 
-    /// What `/cluster/resources` reports as uptime (a reset means a reboot).
+    /// What `/cluster/resources` reports as uptime (a reset means a reboot);
+    /// ignored for a VM backed by a real guest.
     pub fn set_uptime(&self, vmid: i64, seconds: u64) {
         self.vm_mut(vmid, |vm| vm.uptime = seconds);
     }
@@ -312,11 +357,64 @@ fn wide_character() -> Answer {
     fail(500, "Wide character in subroutine entry")
 }
 
-fn agent_failure(error: QgaError) -> Answer {
-    match error.agent_error() {
-        Some(agent) => fail(500, &format!("Agent error: {}", agent.desc)),
-        None => fail(500, "QEMU guest agent is not running"),
+/// What an API call that reaches the agent answers when it fails; Proxmox
+/// VE sends the message in the reason phrase.
+enum AgentFailure {
+    /// The `guest-ping` before the call got no answer.
+    NotRunning,
+    /// The command's own transport failed.
+    Transport { execute: String, detail: String },
+    /// The agent answered with an error.
+    Agent(String),
+}
+
+impl AgentFailure {
+    fn answer(self, vmid: i64) -> Answer {
+        match self {
+            AgentFailure::NotRunning => fail(500, "QEMU guest agent is not running"),
+            AgentFailure::Transport { execute, detail } => {
+                fail(500, &format!("VM {vmid} qmp command '{execute}' failed - {detail}"))
+            }
+            AgentFailure::Agent(desc) => fail(500, &format!("Agent error: {desc}")),
+        }
     }
+}
+
+/// qemu-server's `mon_cmd` for a `guest-*` command: the reply object.
+async fn mon_cmd(agent: &QgaSocket, execute: &str, arguments: Value) -> Result<Value, AgentFailure> {
+    let timeout = if execute == "guest-shutdown" {
+        Duration::from_secs(600)
+    } else {
+        COMMAND_TIMEOUT
+    };
+    qemu_server::command(agent, execute, arguments, timeout)
+        .await
+        .map_err(|detail| AgentFailure::Transport {
+            execute: execute.to_owned(),
+            detail,
+        })
+}
+
+/// The `return` of a reply, or its error as `check_agent_error` words it.
+fn checked(reply: Value) -> Result<Value, AgentFailure> {
+    if let Some(desc) = reply.get("error").and_then(|e| e.get("desc")).and_then(Value::as_str) {
+        return Err(AgentFailure::Agent(desc.to_owned()));
+    }
+    reply
+        .get("return")
+        .cloned()
+        .ok_or_else(|| AgentFailure::Agent("no return in the agent's reply".into()))
+}
+
+/// qemu-server's `agent_cmd`: a ping to see the agent runs, then the command.
+async fn agent_cmd(agent: &QgaSocket, execute: &str, arguments: Value) -> Result<Value, AgentFailure> {
+    if qemu_server::command(agent, "guest-ping", json!({}), PING_TIMEOUT)
+        .await
+        .is_err()
+    {
+        return Err(AgentFailure::NotRunning);
+    }
+    checked(mon_cmd(agent, execute, arguments).await?)
 }
 
 async fn handle(state: &State, endpoint: usize, req: Request<Incoming>) -> Answer {
@@ -371,10 +469,11 @@ fn cluster_resources(state: &State, query: &[(String, String)]) -> Answer {
     let data: Vec<Value> = if only_vms {
         vms.iter()
             .map(|(vmid, vm)| {
+                let running = vm.running();
                 json!({
                     "id": format!("qemu/{vmid}"), "type": "qemu", "vmid": vmid, "node": vm.node,
-                    "status": if vm.running { "running" } else { "stopped" },
-                    "uptime": if vm.running { vm.uptime } else { 0 }, "name": format!("vm{vmid}"),
+                    "status": if running { "running" } else { "stopped" },
+                    "uptime": if running { vm.uptime() } else { 0 }, "name": format!("vm{vmid}"),
                 })
             })
             .collect()
@@ -396,7 +495,7 @@ async fn node_request(
     let (running, agent, uptime, stall) = {
         let vms = state.vms.lock().unwrap();
         match vms.get(&vmid).filter(|vm| vm.node == node) {
-            Some(vm) => (vm.running, vm.agent.clone(), vm.uptime, vm.stall_exec_status),
+            Some(vm) => (vm.running(), vm.agent.clone(), vm.uptime(), vm.stall_exec_status),
             None => {
                 let status = state.absent_status.load(Ordering::SeqCst);
                 return fail(
@@ -425,17 +524,13 @@ async fn node_request(
     let Some(agent) = agent else {
         return fail(500, "QEMU guest agent is not running");
     };
-    match (method.clone(), command) {
-        (Method::POST, "ping") => match agent.ping().await {
-            Ok(()) => ok(json!({"result": {}})),
-            Err(e) => agent_failure(e),
-        },
-        (Method::GET, "get-osinfo") => match agent.os_info().await {
-            Ok(info) => ok(json!({"result": {
-                "id": info.id, "name": info.name, "pretty-name": info.pretty_name, "version-id": info.version_id,
-            }})),
-            Err(e) => agent_failure(e),
-        },
+    let answer = match (method.clone(), command) {
+        (Method::POST, "ping") => agent_cmd(&agent, "guest-ping", json!({}))
+            .await
+            .map(|r| ok(json!({ "result": r }))),
+        (Method::GET, "get-osinfo") => agent_cmd(&agent, "guest-get-osinfo", json!({}))
+            .await
+            .map(|r| ok(json!({ "result": r }))),
         (Method::POST, "file-write") => file_write(&agent, params).await,
         (Method::POST, "exec") => exec(&agent, params).await,
         (Method::GET, "exec-status") => {
@@ -453,125 +548,121 @@ async fn node_request(
             };
             file_read(&agent, &file, state.max_read.load(Ordering::SeqCst)).await
         }
-        _ => fail(501, &format!("Method '{method} agent/{command}' not implemented")),
-    }
+        _ => return fail(501, &format!("Method '{method} agent/{command}' not implemented")),
+    };
+    answer.unwrap_or_else(|failure| failure.answer(vmid))
 }
 
-async fn file_write(agent: &Agent<UnixSocketTransport>, params: &Value) -> Answer {
+async fn file_write(agent: &QgaSocket, params: &Value) -> Result<Answer, AgentFailure> {
     let Some(file) = params.get("file").and_then(Value::as_str) else {
-        return param_error("file", "property is missing and it is not optional");
+        return Ok(param_error("file", "property is missing and it is not optional"));
     };
     let Some(content) = params.get("content").and_then(Value::as_str) else {
-        return param_error("content", "property is missing and it is not optional");
+        return Ok(param_error("content", "property is missing and it is not optional"));
     };
     if content.chars().count() > FILE_WRITE_MAX_CONTENT {
-        return param_error(
+        return Ok(param_error(
             "content",
             &format!("value may only be {FILE_WRITE_MAX_CONTENT} characters long"),
-        );
+        ));
     }
     let encode = params
         .get("encode")
         .is_none_or(|e| matches!(e, Value::Bool(true)) || e.as_i64() == Some(1) || e.as_str() == Some("1"));
-    let bytes = if encode {
+    let buf = if encode {
         match from_latin1(content) {
-            Some(b) => b,
-            None => return wide_character(),
+            Some(bytes) => BASE64.encode(bytes),
+            None => return Ok(wide_character()),
         }
     } else {
-        match BASE64.decode(content) {
-            Ok(b) => b,
-            Err(_) => return fail(500, "Agent error: Base64 decoding failed"),
-        }
+        content.to_owned()
     };
-    let handle = match agent.file_open(file, OpenMode::Write).await {
-        Ok(h) => h,
-        Err(e) => return agent_failure(e),
-    };
-    let written = agent.file_write(handle, &bytes).await;
-    let closed = agent.file_close(handle).await;
-    match written.and(closed) {
-        Ok(()) => ok(Value::Null),
-        Err(e) => agent_failure(e),
-    }
+    let handle = agent_cmd(agent, "guest-file-open", json!({"path": file, "mode": "wb"})).await?;
+    agent_cmd(agent, "guest-file-write", json!({"handle": handle, "buf-b64": buf})).await?;
+    agent_cmd(agent, "guest-file-close", json!({"handle": handle})).await?;
+    Ok(ok(Value::Null))
 }
 
-async fn exec(agent: &Agent<UnixSocketTransport>, params: &Value) -> Answer {
+async fn exec(agent: &QgaSocket, params: &Value) -> Result<Answer, AgentFailure> {
     let command: Vec<String> = match params.get("command") {
         Some(Value::Array(items)) => items.iter().filter_map(|i| i.as_str().map(str::to_string)).collect(),
         Some(Value::String(s)) => s.split('\0').map(str::to_string).collect(),
         _ => Vec::new(),
     };
-    let Some((path, args)) = command.split_first() else {
-        return fail(500, "command or input-data (or both) required");
-    };
-    let mut request = ExecRequest::new(path.as_str()).args(args.iter().cloned());
+    let mut arguments = Map::new();
+    arguments.insert("capture-output".into(), Value::Bool(true));
+    if let Some((path, args)) = command.split_first() {
+        arguments.insert("path".into(), json!(path));
+        arguments.insert("arg".into(), json!(args));
+    }
     if let Some(input) = params.get("input-data").and_then(Value::as_str) {
         if input.chars().count() > 64 * 1024 {
-            return param_error("input-data", "value may only be 65536 characters long");
+            return Ok(param_error("input-data", "value may only be 65536 characters long"));
         }
         match from_latin1(input) {
-            Some(bytes) => request = request.input(bytes),
-            None => return wide_character(),
+            Some(bytes) => {
+                arguments.insert("input-data".into(), json!(BASE64.encode(bytes)));
+            }
+            None => return Ok(wide_character()),
         }
     }
-    match agent.exec(&request).await {
-        Ok(Pid(pid)) => ok(json!({"pid": pid})),
-        Err(e) => agent_failure(e),
+    if !arguments.contains_key("path") && !arguments.contains_key("input-data") {
+        return Ok(fail(500, "command or input-data (or both) required"));
     }
+    let reply = agent_cmd(agent, "guest-exec", Value::Object(arguments)).await?;
+    Ok(ok(reply))
 }
 
-async fn exec_status(agent: &Agent<UnixSocketTransport>, pid: i64) -> Answer {
-    match agent.exec_status(Pid(pid)).await {
-        Ok(vrouter_qga::ExecStatus::Running) => ok(json!({"exited": 0})),
-        Ok(vrouter_qga::ExecStatus::Exited(out)) => {
-            let mut data = json!({"exited": 1});
-            match out.status {
-                ExitStatus::Code(code) => data["exitcode"] = json!(code),
-                ExitStatus::Signal(signal) => data["signal"] = json!(signal),
+/// `exec-status` as qemu-server returns it: the output streams decoded from
+/// base64 (sent on as one character per byte), booleans as 1/0.
+async fn exec_status(agent: &QgaSocket, pid: i64) -> Result<Answer, AgentFailure> {
+    let mut status = agent_cmd(agent, "guest-exec-status", json!({"pid": pid})).await?;
+    if let Some(fields) = status.as_object_mut() {
+        for stream in ["out-data", "err-data"] {
+            let decoded = fields
+                .get(stream)
+                .and_then(Value::as_str)
+                .and_then(|b64| BASE64.decode(b64).ok());
+            if let Some(bytes) = decoded {
+                fields.insert(stream.into(), json!(latin1(&bytes)));
             }
-            if !out.stdout.is_empty() {
-                data["out-data"] = json!(latin1(&out.stdout));
-            }
-            if !out.stderr.is_empty() {
-                data["err-data"] = json!(latin1(&out.stderr));
-            }
-            if out.stdout_truncated {
-                data["out-truncated"] = json!(1);
-            }
-            if out.stderr_truncated {
-                data["err-truncated"] = json!(1);
-            }
-            ok(data)
         }
-        Err(e) => agent_failure(e),
+        for value in fields.values_mut() {
+            if let Value::Bool(b) = value {
+                *value = json!(i32::from(*b));
+            }
+        }
     }
+    Ok(ok(status))
 }
 
-async fn file_read(agent: &Agent<UnixSocketTransport>, file: &str, max: usize) -> Answer {
-    let handle = match agent.file_open(file, OpenMode::Read).await {
-        Ok(h) => h,
-        Err(e) => return agent_failure(e),
-    };
+async fn file_read(agent: &QgaSocket, file: &str, max: usize) -> Result<Answer, AgentFailure> {
+    let handle = agent_cmd(agent, "guest-file-open", json!({"path": file})).await?;
     let mut content = Vec::new();
     let mut eof = false;
-    while content.len() < max && !eof {
-        let count = (max - content.len()).min(1024 * 1024);
-        match agent.file_read(handle, count).await {
-            Ok(chunk) => {
-                content.extend_from_slice(&chunk.data);
-                eof = chunk.eof;
-            }
-            Err(e) => {
-                let _ = agent.file_close(handle).await;
-                return agent_failure(e);
-            }
-        }
+    let mut left = max;
+    while left > 0 && !eof {
+        let read = checked(
+            mon_cmd(
+                agent,
+                "guest-file-read",
+                json!({"handle": handle, "count": left.min(1024 * 1024)}),
+            )
+            .await?,
+        )?;
+        let bytes = read
+            .get("buf-b64")
+            .and_then(Value::as_str)
+            .and_then(|b| BASE64.decode(b).ok())
+            .unwrap_or_default();
+        left = left.saturating_sub(read.get("count").and_then(Value::as_u64).unwrap_or(0) as usize);
+        content.extend_from_slice(&bytes);
+        eof = read.get("eof").and_then(Value::as_bool).unwrap_or(false);
     }
-    let _ = agent.file_close(handle).await;
-    let mut data = json!({"content": latin1(&content), "bytes-read": content.len()});
+    let _ = mon_cmd(agent, "guest-file-close", json!({"handle": handle})).await;
+    let mut data = json!({"content": latin1(&content), "bytes-read": max - left});
     if !eof {
         data["truncated"] = json!(1);
     }
-    ok(data)
+    Ok(ok(data))
 }
