@@ -4,8 +4,7 @@
 //! manifests', `watchNamespace` narrows that RBAC to one namespace, and a
 //! webhook without a CA is refused at render time.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
 use kube::Resource;
 use kube::api::DynamicObject;
@@ -14,46 +13,11 @@ use kube::discovery::{Scope, pinned_kind};
 use serde_json::Value;
 use vrouter_test_apiserver::TestEnv;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use common::shipped_rbac::{self, chart, helm, plain_manifest};
 
-fn chart() -> PathBuf {
-    root().join("deploy/helm/vrouter-operator")
-}
-
-fn helm() -> Command {
-    let path = vrouter_test_apiserver::helm().unwrap_or_else(|e| panic!("{e}"));
-    Command::new(path)
-}
-
-/// `helm template` of the chart with `sets`; the objects, or helm's stderr.
+/// `helm template vr` of the chart with `sets`.
 fn template(namespace: &str, sets: &[&str]) -> Result<Vec<Value>, String> {
-    let mut command = helm();
-    command
-        .args(["template", "vr"])
-        .arg(chart())
-        .args(["--namespace", namespace]);
-    for set in sets {
-        command.args(["--set", set]);
-    }
-    let output = command.output().expect("run helm");
-    if !output.status.success() {
-        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
-    }
-    Ok(documents(&String::from_utf8(output.stdout).unwrap()))
-}
-
-fn documents(text: &str) -> Vec<Value> {
-    use serde::Deserialize;
-    serde_yaml::Deserializer::from_str(text)
-        .map(|doc| Value::deserialize(doc).unwrap())
-        .filter(|doc| !doc.is_null())
-        .collect()
-}
-
-fn plain(file: &str) -> Vec<Value> {
-    documents(&std::fs::read_to_string(root().join("deploy/operator").join(file)).unwrap())
+    shipped_rbac::helm_template("vr", namespace, sets)
 }
 
 fn kinds(objects: &[Value]) -> Vec<String> {
@@ -146,7 +110,7 @@ async fn the_default_install_is_accepted_and_grants_what_the_plain_manifests_gra
     );
     dry_run(&env.client(), &objects).await;
 
-    let rbac = plain("rbac.yaml");
+    let rbac = plain_manifest("rbac.yaml");
     assert_eq!(
         one(&objects, "ClusterRole", "vrouter-operator")["rules"],
         one(&rbac, "ClusterRole", "vrouter-operator")["rules"]
@@ -195,7 +159,7 @@ async fn watch_namespace_narrows_rbac_to_that_namespace() {
     assert_eq!(role["metadata"]["namespace"], watched.name());
     assert_eq!(
         role["rules"],
-        one(&plain("rbac.yaml"), "ClusterRole", "vrouter-operator")["rules"]
+        one(&plain_manifest("rbac.yaml"), "ClusterRole", "vrouter-operator")["rules"]
     );
     let binding = one(&objects, "RoleBinding", "vrouter-operator");
     assert_eq!(binding["metadata"]["namespace"], watched.name());
@@ -244,7 +208,7 @@ async fn the_plain_manifests_are_accepted_too() {
     let env = TestEnv::shared().await;
     // The manifests name their namespace; it is created for real (dry-run
     // objects in a namespace that does not exist are refused).
-    let namespace = plain("namespace.yaml");
+    let namespace = plain_manifest("namespace.yaml");
     assert_eq!(kinds(&namespace), ["Namespace"]);
     let name = namespace[0]["metadata"]["name"].as_str().unwrap();
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(env.client());
@@ -259,7 +223,7 @@ async fn the_plain_manifests_are_accepted_too() {
     }
     let objects: Vec<Value> = ["rbac.yaml", "deployment.yaml", "webhook.yaml"]
         .iter()
-        .flat_map(|f| plain(f))
+        .flat_map(|f| plain_manifest(f))
         .collect();
     assert!(objects.len() >= 8, "{:?}", kinds(&objects));
     dry_run(&env.client(), &objects).await;

@@ -6,86 +6,21 @@ mod common;
 
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
 use serde_json::json;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus};
 use vrouter_operator::context::Settings;
 use vrouter_test_apiserver::TestEnv;
 
+use common::shipped_rbac::{self, service_account_client};
 use common::{condition, create, final_phase, site_as, wait_for};
-
-const RBAC: &str = include_str!("../../deploy/operator/rbac.yaml");
-
-async fn install_rbac(client: &kube::Client) {
-    let pp = PostParams::default();
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "vrouter-system"}})).unwrap();
-    Api::<Namespace>::all(client.clone()).create(&pp, &ns).await.unwrap();
-    for document in serde_yaml::Deserializer::from_str(RBAC) {
-        let value: serde_json::Value = serde::Deserialize::deserialize(document).unwrap();
-        match value["kind"].as_str().unwrap() {
-            "ServiceAccount" => {
-                let o: ServiceAccount = serde_json::from_value(value).unwrap();
-                Api::namespaced(client.clone(), "vrouter-system")
-                    .create(&pp, &o)
-                    .await
-                    .unwrap();
-            }
-            "ClusterRole" => {
-                let o: ClusterRole = serde_json::from_value(value).unwrap();
-                Api::all(client.clone()).create(&pp, &o).await.unwrap();
-            }
-            "ClusterRoleBinding" => {
-                let o: ClusterRoleBinding = serde_json::from_value(value).unwrap();
-                Api::all(client.clone()).create(&pp, &o).await.unwrap();
-            }
-            "Role" => {
-                let o: Role = serde_json::from_value(value).unwrap();
-                Api::namespaced(client.clone(), "vrouter-system")
-                    .create(&pp, &o)
-                    .await
-                    .unwrap();
-            }
-            "RoleBinding" => {
-                let o: RoleBinding = serde_json::from_value(value).unwrap();
-                Api::namespaced(client.clone(), "vrouter-system")
-                    .create(&pp, &o)
-                    .await
-                    .unwrap();
-            }
-            other => panic!("unexpected kind {other} in rbac.yaml"),
-        }
-    }
-}
-
-/// A client that authenticates as the operator's ServiceAccount.
-async fn operator_client(env: &TestEnv) -> kube::Client {
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(env.client(), "vrouter-system")
-        .create_token_request("vrouter-operator", &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
-    let mut config = env.config().clone();
-    config.auth_info = serde_json::from_value(json!({"token": token})).unwrap();
-    kube::Client::try_from(config).unwrap()
-}
 
 #[tokio::test]
 async fn the_operator_applies_with_only_its_cluster_role() {
     let env = TestEnv::shared().await;
-    install_rbac(&env.client()).await;
-    let client = operator_client(env).await;
+    shipped_rbac::install(&env.client(), &shipped_rbac::plain_manifest("rbac.yaml")).await;
+    let client = service_account_client(env, "vrouter-system", "vrouter-operator").await;
     // The token really is restricted: nodes are not the operator's business.
     let forbidden = Api::<Node>::all(client.clone())
         .list(&Default::default())

@@ -6,7 +6,6 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
@@ -15,33 +14,7 @@ use vrouter_operator::context::{Context, Settings};
 use vrouter_operator::metrics::Metrics;
 use vrouter_test_apiserver::TestEnv;
 
-use common::{create, site_idle, start_controllers, wait_for};
-
-/// Just enough of KubeVirt's VMI CRD for the operator's reads and watch.
-async fn install_vmi_crd(client: &kube::Client) {
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "virtualmachineinstances.kubevirt.io"},
-        "spec": {
-            "group": "kubevirt.io",
-            "names": {"kind": "VirtualMachineInstance", "plural": "virtualmachineinstances", "singular": "virtualmachineinstance", "shortNames": ["vmi"]},
-            "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    }))
-    .unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    match crds.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("installing the VMI CRD: {e}"),
-    }
-    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance");
-    wait_for("the VMI resource to be served", Duration::from_secs(30), || async {
-        kube::discovery::pinned_kind(client, &gvk).await.ok()
-    })
-    .await;
-}
+use common::{create, install_vmi_crd, site_idle, start_controllers, wait_for};
 
 #[tokio::test]
 async fn a_vmi_starting_and_stopping_updates_vm_running_at_once() {

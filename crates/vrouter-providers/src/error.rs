@@ -19,6 +19,55 @@ impl fmt::Display for EndpointFailure {
     }
 }
 
+/// What one Kubernetes request needs the authoriser to allow: enough to name
+/// a missing permission in a role (`get pods/exec in namespace "prod"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubeAccess {
+    /// The RBAC verbs the request is authorised with (a websocket exec
+    /// needs two, see `kubevirt::virsh`).
+    pub verbs: Vec<&'static str>,
+    /// `resource[/subresource][.group]`, as a role rule spells it.
+    pub resource: &'static str,
+    pub namespace: String,
+}
+
+impl KubeAccess {
+    pub fn new(verb: &'static str, resource: &'static str, namespace: &str) -> Self {
+        KubeAccess {
+            verbs: vec![verb],
+            resource,
+            namespace: namespace.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for KubeAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} in namespace {:?}",
+            self.verbs.join(" and "),
+            self.resource,
+            self.namespace
+        )
+    }
+}
+
+/// The API server's reason when `error` is an authorisation refusal (403).
+/// A refused websocket upgrade (exec) carries only the status code: kube-rs
+/// drops the body of a failed protocol switch.
+fn refusal(error: &kube::Error) -> Option<String> {
+    match error {
+        kube::Error::Api(status) if status.code == 403 => Some(status.message.clone()),
+        kube::Error::UpgradeConnection(kube::client::UpgradeConnectionError::ProtocolSwitch(code))
+            if code.as_u16() == 403 =>
+        {
+            Some("the API server refused the exec upgrade with 403 Forbidden".to_string())
+        }
+        _ => None,
+    }
+}
+
 /// The attempts of one request, in endpoint order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attempts(pub Vec<EndpointFailure>);
@@ -120,6 +169,16 @@ pub enum ProviderError {
         message: String,
     },
 
+    /// The Kubernetes identity the provider uses (the operator's service
+    /// account, or a remote cluster's kubeconfig user) may not make a request
+    /// the provider needs: HTTP 403. Never transient: a person must widen the
+    /// role, so the message names the missing permission exactly.
+    #[error(
+        "forbidden (HTTP 403): the operator's Kubernetes identity may not {access}; \
+         the shipped role grants it (deploy/operator/rbac.yaml and the Helm chart): {detail}"
+    )]
+    Forbidden { access: KubeAccess, detail: String },
+
     #[error("Kubernetes API call {operation} failed: {source}")]
     Kube {
         operation: String,
@@ -175,6 +234,10 @@ impl ProviderError {
         matches!(self, ProviderError::Unauthorized { .. })
     }
 
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, ProviderError::Forbidden { .. })
+    }
+
     pub fn is_timeout(&self) -> bool {
         match self {
             ProviderError::Timeout { .. } => true,
@@ -192,10 +255,19 @@ impl ProviderError {
         }
     }
 
-    pub(crate) fn kube(operation: impl Into<String>, source: kube::Error) -> Self {
-        ProviderError::Kube {
-            operation: operation.into(),
-            source: Box::new(source),
+    /// A failed Kubernetes request that asked the authoriser for `access`:
+    /// a 403 becomes [`ProviderError::Forbidden`] naming that permission.
+    pub(crate) fn kube(access: KubeAccess, operation: impl Into<String>, source: kube::Error) -> Self {
+        let operation = operation.into();
+        match refusal(&source) {
+            Some(detail) => ProviderError::Forbidden {
+                access,
+                detail: format!("{operation}: {detail}"),
+            },
+            None => ProviderError::Kube {
+                operation,
+                source: Box::new(source),
+            },
         }
     }
 

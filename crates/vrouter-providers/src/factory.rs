@@ -17,7 +17,7 @@ use vrouter_api::proxmox_cluster::{SECRET_KEY_TOKEN_ID, SECRET_KEY_TOKEN_SECRET}
 use vrouter_api::{DaemonConfig, ProviderType, ProxmoxCluster, VRouterTarget};
 
 use crate::daemon::{DaemonOptions, DaemonProvider};
-use crate::error::ProviderError;
+use crate::error::{KubeAccess, ProviderError};
 use crate::guest::{GuestPaths, GuestTiming};
 use crate::kubevirt::{KubeVirtOptions, KubeVirtProvider};
 use crate::provider::Provider;
@@ -48,14 +48,26 @@ impl ObjectLookup for KubeLookup {
         Api::<Secret>::namespaced(self.client.clone(), namespace)
             .get_opt(name)
             .await
-            .map_err(|e| ProviderError::kube(format!("get Secret {namespace}/{name}"), e))
+            .map_err(|e| {
+                ProviderError::kube(
+                    KubeAccess::new("get", "secrets", namespace),
+                    format!("get Secret {namespace}/{name}"),
+                    e,
+                )
+            })
     }
 
     async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError> {
         Api::<ProxmoxCluster>::namespaced(self.client.clone(), namespace)
             .get_opt(name)
             .await
-            .map_err(|e| ProviderError::kube(format!("get ProxmoxCluster {namespace}/{name}"), e))
+            .map_err(|e| {
+                ProviderError::kube(
+                    KubeAccess::new("get", "proxmoxclusters.vrouter.kojuro.date", namespace),
+                    format!("get ProxmoxCluster {namespace}/{name}"),
+                    e,
+                )
+            })
     }
 }
 

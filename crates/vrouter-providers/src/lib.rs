@@ -9,7 +9,7 @@ mod outcome;
 mod provider;
 pub mod proxmox;
 
-pub use error::{Attempts, EndpointFailure, ProviderError};
+pub use error::{Attempts, EndpointFailure, KubeAccess, ProviderError};
 pub use factory::{FactoryContext, KubeLookup, ObjectLookup, StaticLookup, build_provider};
 pub use guest::{GuestPaths, GuestTiming, parse_proc_uptime, parse_substate};
 pub use provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};

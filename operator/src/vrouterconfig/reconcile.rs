@@ -114,7 +114,7 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
     };
     let provider = match ctx.providers.for_target(&target).await {
         Ok(provider) => provider,
-        Err(e) => return note_problem(ctx, config, &status, format!("cannot reach the router: {e}")).await,
+        Err(e) => return cannot_reach(ctx, config, &status, &e).await,
     };
     let last_reboot = target.status.as_ref().and_then(|s| s.last_reboot_time.clone());
     let generation = config.meta().generation.unwrap_or(0);
@@ -134,6 +134,8 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
 
     let running = match provider.is_vm_running().await {
         Ok(running) => running,
+        // A role that lacks a permission needs a person, like a missing target.
+        Err(e) if e.is_forbidden() => return cannot_reach(ctx, config, &status, &e).await,
         // An apply in flight keeps its timeout even while its VM cannot be
         // looked at; without one there is nothing to time out.
         Err(e) if status.exec_pid > 0 => {
@@ -147,6 +149,9 @@ async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action
         return finish(ctx, config, &status, decide::on_vm_stopped(&status, clock)).await;
     }
     if let Err(e) = provider.check_ready().await {
+        if e.is_forbidden() {
+            return cannot_reach(ctx, config, &status, &e).await;
+        }
         return finish(
             ctx,
             config,
@@ -277,6 +282,15 @@ async fn note_problem(
         Next::RequeueAfter(after) => Action::requeue(after),
         _ => Action::requeue(decide::TARGET_UNAVAILABLE_RETRY),
     })
+}
+
+async fn cannot_reach(
+    ctx: &Context,
+    config: &VRouterConfig,
+    status: &VRouterConfigStatus,
+    error: &ProviderError,
+) -> Result<Action, Error> {
+    note_problem(ctx, config, status, format!("cannot reach the router: {error}")).await
 }
 
 fn record_apply_end(ctx: &Context, before: &VRouterConfigStatus, step: &Step, now: Timestamp) {

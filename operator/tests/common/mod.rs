@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod requests;
+pub mod shipped_rbac;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
+use kube::core::GroupVersionKind;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -243,4 +246,30 @@ pub async fn final_phase(
             .filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
     })
     .await
+}
+
+/// Just enough of KubeVirt's VMI CRD for the operator's reads and watch.
+pub async fn install_vmi_crd(client: &kube::Client) {
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "virtualmachineinstances.kubevirt.io"},
+        "spec": {
+            "group": "kubevirt.io",
+            "names": {"kind": "VirtualMachineInstance", "plural": "virtualmachineinstances", "singular": "virtualmachineinstance", "shortNames": ["vmi"]},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("installing the VMI CRD: {e}"),
+    }
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance");
+    wait_for("the VMI resource to be served", Duration::from_secs(30), || async {
+        kube::discovery::pinned_kind(client, &gvk).await.ok()
+    })
+    .await;
 }

@@ -14,7 +14,7 @@ use tokio::sync::OnceCell;
 use vrouter_api::ProviderType;
 use vrouter_qga::{Agent, ExecRequest, ExitStatus, FileLimits, Pid, QgaError, TransportError};
 
-use crate::error::ProviderError;
+use crate::error::{KubeAccess, ProviderError};
 use crate::guest::{self, GuestAgent, GuestPaths, GuestTiming};
 use crate::provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};
 use launcher::{LABEL_VM_NAME, VmiView};
@@ -126,12 +126,13 @@ impl KubeVirtProvider {
     /// One Kubernetes API call, bounded by `api_timeout`.
     async fn api_call<T>(
         &self,
+        access: KubeAccess,
         operation: String,
         call: impl std::future::Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, ProviderError> {
         let after = self.options.api_timeout;
         match tokio::time::timeout(after, call).await {
-            Ok(result) => result.map_err(|e| ProviderError::kube(operation, e)),
+            Ok(result) => result.map_err(|e| ProviderError::kube(access, operation, e)),
             Err(_) => Err(ProviderError::Timeout {
                 operation: format!("Kubernetes API call {operation}"),
                 after,
@@ -141,8 +142,12 @@ impl KubeVirtProvider {
 
     async fn get_vmi(&self) -> Result<Option<DynamicObject>, ProviderError> {
         let vmis = Api::<DynamicObject>::namespaced_with(self.client.clone(), &self.namespace, &vmi_resource());
-        self.api_call(format!("get {}", self.vmi_name()), vmis.get_opt(&self.vm))
-            .await
+        self.api_call(
+            KubeAccess::new("get", "virtualmachineinstances.kubevirt.io", &self.namespace),
+            format!("get {}", self.vmi_name()),
+            vmis.get_opt(&self.vm),
+        )
+        .await
     }
 
     /// The agent behind the pod that serves the VMI now; resolved once per
@@ -158,6 +163,7 @@ impl KubeVirtProvider {
                 let selector = ListParams::default().labels(&format!("{LABEL_VM_NAME}={}", self.vm));
                 let list = self
                     .api_call(
+                        KubeAccess::new("list", "pods", &self.namespace),
                         format!("list virt-launcher pods of {}", self.vmi_name()),
                         pods.list(&selector),
                     )
@@ -172,14 +178,26 @@ impl KubeVirtProvider {
                     write_chunk: virsh::WRITE_CHUNK_BYTES,
                     ..FileLimits::default()
                 };
-                Agent::new(VirshTransport::new(pods, pod, domain, self.options.call_timeout))
-                    .with_limits(limits)
-                    .map_err(|e| self.map_qga(e))
+                Agent::new(VirshTransport::new(
+                    self.client.clone(),
+                    &self.namespace,
+                    pod,
+                    domain,
+                    self.options.call_timeout,
+                ))
+                .with_limits(limits)
+                .map_err(|e| self.map_qga(e))
             })
             .await
     }
 
     fn map_qga(&self, error: QgaError) -> ProviderError {
+        // An exec the authoriser refused is a missing permission, not a
+        // guest-agent failure: the transport says which one.
+        let error = match virsh::exec_refusal(error) {
+            Ok(refused) => return refused,
+            Err(other) => other,
+        };
         match error {
             QgaError::UnknownPid { pid, error } => ProviderError::ExecResultLost {
                 handle: pid.0,

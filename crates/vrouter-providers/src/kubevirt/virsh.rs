@@ -10,10 +10,13 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, AttachParams};
+use kube::api::{Api, AttachParams, PostParams};
 use tokio::io::AsyncReadExt;
-use vrouter_qga::{AgentError, CallFuture, Command, Reply, Transport, TransportError};
+use vrouter_qga::{AgentError, CallFuture, Command, QgaError, Reply, Transport, TransportError};
+
+use crate::error::{KubeAccess, ProviderError};
 
 /// The container of a virt-launcher pod that has `virsh` and the domain.
 pub const COMPUTE_CONTAINER: &str = "compute";
@@ -87,25 +90,119 @@ pub fn interpret(exit_ok: bool, stdout: &[u8], stderr: &[u8]) -> Result<Reply, T
     ))
 }
 
+/// The RBAC verbs on `pods/exec` an exec needs. kube-rs execs over a
+/// websocket, an HTTP GET with `Upgrade`: the authoriser checks `get`, and
+/// Kubernetes 1.35+ (`AuthorizePodWebsocketUpgradeCreatePermission`) checks
+/// `create` as well, so a role granting only `create` is refused.
+pub const EXEC_VERBS: [&str; 2] = ["get", "create"];
+
+/// The exec verbs the client's identity is not allowed in `namespace`, asked
+/// of the API server (SelfSubjectAccessReview, which every authenticated
+/// identity may create). A refused upgrade carries only its status code, so
+/// this is the one way to name what is missing; when the review itself
+/// fails, both verbs are named.
+async fn denied_exec_verbs(client: &kube::Client, namespace: &str, pod: &str) -> Vec<&'static str> {
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let mut denied = Vec::new();
+    for verb in EXEC_VERBS {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: Some(namespace.to_string()),
+                    verb: Some(verb.to_string()),
+                    group: Some(String::new()),
+                    resource: Some("pods".to_string()),
+                    subresource: Some("exec".to_string()),
+                    name: Some(pod.to_string()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match reviews.create(&PostParams::default(), &review).await {
+            Ok(answer) if answer.status.as_ref().is_some_and(|s| s.allowed) => {}
+            Ok(_) => denied.push(verb),
+            Err(_) => return EXEC_VERBS.to_vec(),
+        }
+    }
+    if denied.is_empty() {
+        // Allowed now: the role changed since, or something other than RBAC
+        // refused. Name what the exec needs.
+        EXEC_VERBS.to_vec()
+    } else {
+        denied
+    }
+}
+
+/// The missing permission carried by a transport error of
+/// [`VirshTransport`], when the exec was refused by the authoriser; any
+/// other error is handed back unchanged.
+pub fn exec_refusal(error: QgaError) -> Result<ProviderError, QgaError> {
+    match error {
+        QgaError::Transport {
+            command,
+            source:
+                TransportError::Backend {
+                    message,
+                    source: Some(source),
+                },
+        } => match source.downcast::<ProviderError>() {
+            Ok(refused) => Ok(*refused),
+            Err(source) => Err(QgaError::Transport {
+                command,
+                source: TransportError::Backend {
+                    message,
+                    source: Some(source),
+                },
+            }),
+        },
+        other => Err(other),
+    }
+}
+
 /// The exit status kube-rs reports on the exec's status channel.
 fn exit_ok(status: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> bool {
     status.status.as_deref() == Some("Success")
 }
 
 pub struct VirshTransport {
-    pods: Api<Pod>,
+    client: kube::Client,
+    namespace: String,
     pod: String,
     domain: String,
     timeout: Duration,
 }
 
 impl VirshTransport {
-    pub fn new(pods: Api<Pod>, pod: String, domain: String, timeout: Duration) -> Self {
+    pub fn new(client: kube::Client, namespace: &str, pod: String, domain: String, timeout: Duration) -> Self {
         VirshTransport {
-            pods,
+            client,
+            namespace: namespace.to_string(),
             pod,
             domain,
             timeout,
+        }
+    }
+
+    /// The error of an exec the API server did not start.
+    async fn exec_failed(&self, error: kube::Error) -> TransportError {
+        let access = KubeAccess {
+            verbs: EXEC_VERBS.to_vec(),
+            resource: "pods/exec",
+            namespace: self.namespace.clone(),
+        };
+        let operation = format!("exec into pod {}", self.pod);
+        match ProviderError::kube(access, operation.clone(), error) {
+            ProviderError::Forbidden { mut access, detail } => {
+                access.verbs = denied_exec_verbs(&self.client, &self.namespace, &self.pod).await;
+                let refused = ProviderError::Forbidden { access, detail };
+                TransportError::backend(refused.to_string(), Some(Box::new(refused)))
+            }
+            ProviderError::Kube { source, .. } => {
+                TransportError::backend(format!("{operation} failed: {source}"), Some(source))
+            }
+            other => TransportError::backend(other.to_string(), Some(Box::new(other))),
         }
     }
 
@@ -125,9 +222,11 @@ impl VirshTransport {
             .stdout(true)
             .stderr(true)
             .max_stdout_buf_size(1024 * 1024);
-        let mut process = self.pods.exec(&self.pod, argv, &params).await.map_err(|e| {
-            TransportError::backend(format!("exec into pod {} failed: {e}", self.pod), Some(Box::new(e)))
-        })?;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let mut process = match pods.exec(&self.pod, argv, &params).await {
+            Ok(process) => process,
+            Err(e) => return Err(self.exec_failed(e).await),
+        };
         let status = process
             .take_status()
             .ok_or_else(|| TransportError::backend("the exec stream has no status channel", None))?;
