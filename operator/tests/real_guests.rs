@@ -1,0 +1,589 @@
+//! The operator end to end against real guests: QEMU VMs whose qemu-ga
+//! sits on virtio-serial, reached as in production.
+//!
+//! - Proxmox VE: the in-test Proxmox API relays each agent call to the
+//!   guest's QEMU chardev socket the way qemu-server does, and reports the
+//!   uptime of the QEMU process;
+//! - KubeVirt: pods/exec runs the real `virsh` the provider sends, in a real
+//!   libvirtd's container, and libvirt's own agent channel reaches the guest.
+//!
+//! The operator runs with its production guest paths and settings
+//! (`/bin/vbash`, `/tmp/vrouter-apply.sh`, `/config/config.boot`,
+//! `cli-shell-api`, `/proc/uptime`); the guest's `/bin/vbash` is bash with
+//! the stub vyatta functions, whose log shows what `load` received and every
+//! call. One guest per provider serves this file, one test at a time.
+
+mod common;
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget};
+use vrouter_operator::context::{Context, Providers, Settings};
+use vrouter_operator::metrics::Metrics;
+use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
+use vrouter_qga::Transport;
+use vrouter_test_apiserver::{TestEnv, TestNamespace};
+use vrouter_test_peers::kube::FakeKubeApi;
+use vrouter_test_peers::proxmox::FakeProxmox;
+use vrouter_test_peers::vm::router::{RouterView, router_overlay};
+use vrouter_test_peers::vm::{ChardevTransport, Domain, Libvirt, QemuGuest, SharedGuest, VirshTransport};
+
+use common::{condition, config_phase, create, final_phase, start_controllers, wait_for};
+
+const BOOT_BOUND: Duration = Duration::from_secs(180);
+const TOKEN_ID: &str = "operator@pve!real-guest";
+const TOKEN_SECRET: &str = "7d3e5a10-real-guest-only";
+const VMID: i64 = 100;
+const VMI_NS: &str = "vms";
+const VMI: &str = "vyos-kv";
+const VMI_UID: &str = "2c1e9a7f-5b3d-4e6a-9f8b-7c6d5e4f3a2b";
+
+static PVE_GUEST: SharedGuest<Arc<QemuGuest>> =
+    SharedGuest::new(|| QemuGuest::boot("operator-pve", router_overlay("vyos")).map(Arc::new));
+
+struct KubeVirtGuest {
+    domain: Domain,
+}
+
+static KUBEVIRT_GUEST: SharedGuest<KubeVirtGuest> = SharedGuest::new(|| {
+    let libvirt = Arc::new(Libvirt::start()?);
+    let domain = libvirt.start_domain(&format!("{VMI_NS}_{VMI}"), router_overlay("vyos"))?;
+    Ok(KubeVirtGuest { domain })
+});
+
+/// The production provider factory, with the Kubernetes API KubeVirt
+/// targets are reached through (the in-test one, whose pods/exec runs virsh
+/// in libvirtd's container) and the real API server for Secrets and
+/// ProxmoxClusters.
+struct RealProviders {
+    lookup: KubeLookup,
+    factory: FactoryContext,
+}
+
+#[async_trait]
+impl Providers for RealProviders {
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
+        build_provider(target, &self.lookup, &self.factory).await
+    }
+}
+
+/// The operator running for one namespace with one target `r1` on a real
+/// guest, and the test's own way into that guest.
+struct Rig<T> {
+    ns: TestNamespace,
+    view: RouterView<T>,
+    console: Box<dyn Fn(&str) + Send + Sync>,
+    _stop: watch::Sender<bool>,
+    _api: Box<dyn Any + Send + Sync>,
+}
+
+async fn operator(ns: &TestNamespace, settings: Settings, kube_api: Option<kube::Client>) -> watch::Sender<bool> {
+    let client = TestEnv::shared().await.client();
+    let providers: Arc<dyn Providers> = Arc::new(RealProviders {
+        lookup: KubeLookup::new(client.clone()),
+        factory: FactoryContext {
+            client: kube_api,
+            guest_paths: GuestPaths::default(),
+            guest_timing: vrouter_operator::context::guest_timing(),
+            ..FactoryContext::default()
+        },
+    });
+    let ctx = Arc::new(Context::new(client, Metrics::new(), settings, providers));
+    start_controllers(&ctx, ns.name())
+}
+
+/// A Proxmox cluster (syncing every `sync_interval`) whose VM 100 is the
+/// shared QEMU guest, and the target `r1` naming it.
+async fn proxmox_rig(
+    hint: &str,
+    guest: &Arc<QemuGuest>,
+    settings: Settings,
+    sync_interval: &str,
+) -> Rig<ChardevTransport> {
+    guest.wait_for_agent(BOOT_BOUND).await.unwrap_or_else(|e| panic!("{e}"));
+    let view = RouterView::new(ChardevTransport::new(guest, Duration::from_secs(60)));
+    view.reset().await.unwrap();
+    let ns = TestEnv::shared().await.namespace(hint).await;
+    let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
+    pve.add_guest_vm(VMID, "pve1", guest.clone());
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "pve-token"},
+        "stringData": {"api-token-id": TOKEN_ID, "api-token-secret": TOKEN_SECRET},
+    }))
+    .unwrap();
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    create::<vrouter_api::ProxmoxCluster>(
+        &ns,
+        json!({"metadata": {"name": "pve"}, "spec": {"endpoints": [pve.url(0)], "credentialsRef": {"name": "pve-token"},
+            "insecureSkipTLSVerify": true, "syncInterval": sync_interval, "checkGuestUptime": true}}),
+    )
+    .await;
+    create::<VRouterTarget>(
+        &ns,
+        json!({"metadata": {"name": "r1"}, "spec": {
+            "provider": {"type": "proxmox", "proxmox": {"vmid": VMID, "clusterRef": {"name": "pve"}}},
+            "params": {"hostName": "pve-r1", "asn": 4_200_000_001u64},
+        }}),
+    )
+    .await;
+    let stop = operator(&ns, settings, None).await;
+    let console_guest = guest.clone();
+    Rig {
+        ns,
+        view,
+        console: Box::new(move |line| console_guest.console(line).unwrap()),
+        _stop: stop,
+        _api: Box::new(pve),
+    }
+}
+
+/// A KubeVirt VMI whose launcher pod's `compute` container is the shared
+/// libvirtd, and the target `r1` naming it.
+async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, settings: Settings) -> Rig<VirshTransport> {
+    guest
+        .domain
+        .wait_for_agent(BOOT_BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let view = RouterView::new(VirshTransport::new(&guest.domain, Duration::from_secs(60)));
+    view.reset().await.unwrap();
+    let ns = TestEnv::shared().await.namespace(hint).await;
+    let api = FakeKubeApi::start().await;
+    api.put_vmi(VMI_NS, VMI, VMI_UID, "Running", "node-a");
+    api.put_libvirt_launcher_pod(
+        VMI_NS,
+        "virt-launcher-vyos-kv-7x2lq",
+        VMI,
+        VMI_UID,
+        "node-a",
+        guest.domain.libvirt().clone(),
+        None,
+    );
+    create::<VRouterTarget>(
+        &ns,
+        json!({"metadata": {"name": "r1"}, "spec": {
+            "provider": {"type": "kubevirt", "kubevirt": {"name": VMI, "namespace": VMI_NS}},
+            "params": {"hostName": "kv-r1", "asn": 4_200_000_002u64},
+        }}),
+    )
+    .await;
+    let stop = operator(&ns, settings, Some(api.client())).await;
+    let domain_console = guest.domain.console_handle();
+    Rig {
+        ns,
+        view,
+        console: Box::new(move |line| domain_console(line)),
+        _stop: stop,
+        _api: Box::new(api),
+    }
+}
+
+const TEMPLATE_CONFIG: &str = "system {\n    host-name {{ hostName }}\n    login {\n        banner {\n            pre-login \"Zürich ✓ $(reboot) `id`\"\n        }\n    }\n}\n";
+const TEMPLATE_COMMANDS: &str = "set protocols bgp system-as {{ asn }}\nset system ntp server {{ ntp }}\n";
+
+/// A template and a binding over `r1`; returns the generated config's name.
+async fn bind(ns: &TestNamespace) -> String {
+    create::<vrouter_api::VRouterTemplate>(
+        ns,
+        json!({"metadata": {"name": "edge"}, "spec": {"config": TEMPLATE_CONFIG, "commands": TEMPLATE_COMMANDS}}),
+    )
+    .await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "site"}, "spec": {
+            "templateRefs": [{"name": "edge"}],
+            "params": {"ntp": "192.0.2.123"},
+            "targetRefs": [{"name": "r1"}],
+        }}),
+    )
+    .await;
+    "site.r1".to_owned()
+}
+
+/// From the binding to `Applied`, with the guest's stub log showing the
+/// rendered config reaching `load` byte for byte and each command run.
+async fn binding_applies<T: Transport>(rig: &Rig<T>, host_name: &str, asn: u64) -> VRouterConfig {
+    let name = bind(&rig.ns).await;
+    let configs = rig.ns.api::<VRouterConfig>();
+    let (phase, applied, message) = final_phase(&configs, &name, Duration::from_secs(180)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));
+    let config = configs.get(&name).await.unwrap();
+    assert!(config.spec.config.contains(&format!("host-name {host_name}")));
+    assert_eq!(
+        config.spec.commands,
+        format!("set protocols bgp system-as {asn}\nset system ntp server 192.0.2.123\n")
+    );
+    assert_eq!(
+        rig.view.loaded_configs().await.unwrap(),
+        std::slice::from_ref(&config.spec.config)
+    );
+    assert_eq!(
+        rig.view.calls().await.unwrap(),
+        [
+            "source /opt/vyatta/etc/functions/script-template".to_owned(),
+            "configure".into(),
+            "load /dev/stdin".into(),
+            format!("set protocols bgp system-as {asn}"),
+            "set system ntp server 192.0.2.123".into(),
+            "commit".into(),
+            "save".into(),
+        ]
+    );
+    config
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!(
+        "sha256:{}",
+        Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    )
+}
+
+/// Drift detection reads config.boot and the running config out of the
+/// guest: the baseline and the ConfigMap hold what the guest holds; a
+/// config.boot changed in the guest is repaired by one re-apply.
+async fn drift_is_read_from_the_guest<T: Transport>(rig: &Rig<T>, config: &VRouterConfig) {
+    let name = config.metadata.name.clone().unwrap();
+    let statuses = rig.ns.api::<VRouterStatus>();
+    wait_for("the VRouterStatus", Duration::from_secs(60), || async {
+        statuses.get_opt(&name).await.ok()?
+    })
+    .await;
+    statuses
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"syncInterval": "2s"}})),
+        )
+        .await
+        .unwrap();
+    let baseline = wait_for("a baseline", Duration::from_secs(90), || async {
+        statuses
+            .get_opt(&name)
+            .await
+            .ok()??
+            .status
+            .filter(|s| !s.baseline_hash.is_empty())
+    })
+    .await;
+    let startup = rig.view.config_boot().await.unwrap();
+    let running = rig.view.running_config().await.unwrap();
+    let expected = format!("{}{}", config.spec.config, config.spec.commands);
+    assert_eq!(
+        String::from_utf8_lossy(&startup),
+        expected,
+        "save wrote the running config"
+    );
+    assert_eq!(running, startup);
+    assert_eq!(baseline.baseline_hash, sha256(&startup));
+    assert_eq!(baseline.running_config_hash, sha256(&running));
+    assert!(!baseline.drift_detected);
+    let data = wait_for("the ConfigMap", Duration::from_secs(30), || async {
+        rig.ns
+            .api::<ConfigMap>()
+            .get_opt(&format!("vrs-{name}-config"))
+            .await
+            .ok()??
+            .data
+    })
+    .await;
+    assert_eq!(data["startup"].as_bytes(), startup);
+    assert_eq!(data["running"].as_bytes(), running);
+    assert!(rig.view.running_config_reads().await.unwrap() >= 1);
+
+    // A person edits the router and saves.
+    rig.view
+        .agent()
+        .write_file(
+            vrouter_qga::constants::CONFIG_BOOT_PATH,
+            b"system {\n    host-name hand-edited\n}\n",
+        )
+        .await
+        .unwrap();
+    wait_for("the repair", Duration::from_secs(120), || async {
+        (rig.view.loaded_configs().await.ok()?.len() == 2).then_some(())
+    })
+    .await;
+    let configs = rig.ns.api::<VRouterConfig>();
+    let (phase, _, message) = final_phase(&configs, &name, Duration::from_secs(60)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    wait_for("config.boot repaired", Duration::from_secs(60), || async {
+        (rig.view.config_boot().await.ok()? == expected.as_bytes()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn proxmox_binding_applies_over_the_chardev_and_drift_is_read_from_the_guest() {
+    let guest = PVE_GUEST.lease();
+    let rig = proxmox_rig("real-pve", &guest, Settings::default(), "60s").await;
+    let config = binding_applies(&rig, "pve-r1", 4_200_000_001).await;
+    drift_is_read_from_the_guest(&rig, &config).await;
+}
+
+#[tokio::test]
+async fn kubevirt_binding_applies_through_virsh_and_drift_is_read_from_the_guest() {
+    let guest = KUBEVIRT_GUEST.lease();
+    let rig = kubevirt_rig("real-kv", &guest, Settings::default()).await;
+    let config = binding_applies(&rig, "kv-r1", 4_200_000_002).await;
+    drift_is_read_from_the_guest(&rig, &config).await;
+}
+
+/// The detection window of a 20 s sync interval is 30 s: long enough for a
+/// sync to find the rebooted guest's agent up on a loaded machine.
+const REBOOT_SYNC_SECS: u64 = 20;
+
+#[tokio::test]
+async fn a_real_reboot_inside_the_guest_forces_exactly_one_re_apply() {
+    let guest = PVE_GUEST.lease();
+    let window = Duration::from_secs(REBOOT_SYNC_SECS * 3 / 2);
+    // A VM started moments ago (Proxmox's uptime) or a guest booted moments
+    // ago (its own) would itself count as a reboot at the cluster's first sync.
+    guest.wait_for_agent(BOOT_BOUND).await.unwrap_or_else(|e| panic!("{e}"));
+    let early = RouterView::new(ChardevTransport::new(&guest, Duration::from_secs(60)));
+    let margin = window + Duration::from_secs(5);
+    wait_for(
+        "the VM and guest to be up longer than the window",
+        Duration::from_secs(120),
+        || async { (guest.process_uptime() > margin && early.uptime().await.ok()? > margin).then_some(()) },
+    )
+    .await;
+    let rig = proxmox_rig(
+        "real-reboot",
+        &guest,
+        Settings::default(),
+        &format!("{REBOOT_SYNC_SECS}s"),
+    )
+    .await;
+    create::<VRouterConfig>(
+        &rig.ns,
+        json!({"metadata": {"name": "direct"}, "spec": {"targetRef": {"name": "r1"}, "config": "system {\n    host-name r1\n}\n", "commands": "set system domain-name example.net\n"}}),
+    )
+    .await;
+    let configs = rig.ns.api::<VRouterConfig>();
+    let (phase, _, message) = final_phase(&configs, "direct", Duration::from_secs(180)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    let targets = rig.ns.api::<VRouterTarget>();
+    assert_eq!(
+        targets.get("r1").await.unwrap().status.and_then(|s| s.last_reboot_time),
+        None
+    );
+    // This guest keeps no /config across a reboot (it is an initramfs), so
+    // drift detection would repair the reset config.boot with a re-apply of
+    // its own; it looks again only in an hour here, so what follows the
+    // reboot is the reboot detection's doing alone.
+    let statuses = rig.ns.api::<VRouterStatus>();
+    wait_for("the VRouterStatus", Duration::from_secs(60), || async {
+        statuses.get_opt("direct").await.ok()?
+    })
+    .await;
+    statuses
+        .patch(
+            "direct",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"syncInterval": "1h"}})),
+        )
+        .await
+        .unwrap();
+    wait_for("the drift baseline", Duration::from_secs(90), || async {
+        statuses
+            .get_opt("direct")
+            .await
+            .ok()??
+            .status
+            .filter(|s| !s.baseline_hash.is_empty())
+    })
+    .await;
+    let uptime_before = rig.view.uptime().await.unwrap();
+
+    // The guest reboots itself; QEMU resets the machine in the same process.
+    (rig.console)("reboot -f");
+    let rebooted = wait_for("lastRebootTime", Duration::from_secs(180), || async {
+        targets.get("r1").await.ok()?.status?.last_reboot_time
+    })
+    .await;
+    let uptime_after = rig.view.uptime().await.unwrap();
+    assert!(
+        uptime_after < uptime_before,
+        "the guest's uptime restarted: {uptime_before:?} then {uptime_after:?}"
+    );
+    assert!(
+        guest.process_uptime() > window,
+        "Proxmox's uptime (the QEMU process) did not restart"
+    );
+
+    // The stub log started empty with the new boot: exactly one load since.
+    wait_for("the re-apply", Duration::from_secs(120), || async {
+        let loads = rig.view.loaded_configs().await.ok()?;
+        let (phase, _, _) = config_phase(&configs, "direct").await?;
+        (loads.len() == 1 && phase == Phase::Applied).then_some(())
+    })
+    .await;
+    // Later syncs within the same boot settle on the same boot time.
+    let synced_after = wait_for("two more syncs", Duration::from_secs(120), || async {
+        let cluster = rig.ns.api::<vrouter_api::ProxmoxCluster>().get("pve").await.ok()?;
+        let last = cluster.status?.last_sync_time?;
+        (last.0 > rebooted.0 + jiff_secs(REBOOT_SYNC_SECS * 2)).then_some(last)
+    })
+    .await;
+    let _ = synced_after;
+    assert_eq!(
+        targets.get("r1").await.unwrap().status.unwrap().last_reboot_time,
+        Some(rebooted)
+    );
+    assert_eq!(
+        rig.view.loaded_configs().await.unwrap().len(),
+        1,
+        "exactly one re-apply"
+    );
+}
+
+fn jiff_secs(seconds: u64) -> k8s_openapi::jiff::SignedDuration {
+    k8s_openapi::jiff::SignedDuration::from_secs(seconds as i64)
+}
+
+/// An apply that stays in the guest for `seconds` (a slow commit).
+async fn slow_apply<T: Transport>(rig: &Rig<T>, name: &str, seconds: u32) -> i64 {
+    rig.view.set_commit_delay(seconds).await.unwrap();
+    create::<VRouterConfig>(
+        &rig.ns,
+        json!({"metadata": {"name": name}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name slow\n"}}),
+    )
+    .await;
+    let configs = rig.ns.api::<VRouterConfig>();
+    wait_for("the apply to start", Duration::from_secs(180), || async {
+        let status = configs.get(name).await.ok()?.status?;
+        (status.exec_pid > 0 && status.phase == Phase::Applying).then_some(status.exec_pid)
+    })
+    .await
+}
+
+/// qemu-ga killed in the guest while the apply runs: init starts a new
+/// agent that does not know the pid, so the result is lost and the apply
+/// is dispatched again, then `Applied`.
+async fn agent_killed_mid_apply<T: Transport>(rig: &Rig<T>) {
+    let first_pid = slow_apply(rig, "killed", 5).await;
+    (rig.console)("kill -KILL $(cat /run/qemu-ga.pid)");
+    let configs = rig.ns.api::<VRouterConfig>();
+    let pids = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let (phase, _, message) = wait_for("Applied or Failed", Duration::from_secs(240), || {
+        let (configs, pids) = (configs.clone(), pids.clone());
+        async move {
+            let status = configs.get("killed").await.ok()?.status?;
+            if status.exec_pid > 0 {
+                pids.lock().unwrap().insert(status.exec_pid);
+            }
+            Some((status.phase, (), status.message)).filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
+        }
+    })
+    .await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    assert!(
+        pids.lock().unwrap().iter().any(|p| *p != first_pid),
+        "the lost apply was dispatched again"
+    );
+    rig.view.set_commit_delay(0).await.unwrap();
+    assert_eq!(
+        rig.view.config_boot().await.unwrap(),
+        b"system {\n    host-name vyos\n}\ninterfaces {\n    loopback lo {\n    }\n}\nset system host-name slow\n"
+    );
+}
+
+/// SIGCONT for the agent, also when the test fails half way.
+struct Thaw<'a>(&'a (dyn Fn(&str) + Send + Sync));
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        (self.0)("kill -CONT $(cat /run/qemu-ga.pid)");
+    }
+}
+
+/// qemu-ga frozen in the guest while the apply runs, longer than the apply
+/// timeout: the config ends `Failed` with `ApplyTimeout`, not `Applying`;
+/// once the agent thaws, the next generation applies.
+async fn agent_frozen_mid_apply<T: Transport>(rig: &Rig<T>) {
+    slow_apply(rig, "frozen", 2).await;
+    (rig.console)("kill -STOP $(cat /run/qemu-ga.pid)");
+    let thaw = Thaw(rig.console.as_ref());
+    let configs = rig.ns.api::<VRouterConfig>();
+    let (phase, applied, message) = final_phase(&configs, "frozen", APPLY_TIMEOUT * 4).await;
+    assert_eq!(phase, Phase::Failed, "{message}");
+    assert_eq!(
+        applied.map(|(_, reason)| reason).as_deref(),
+        Some("ApplyTimeout"),
+        "{message}"
+    );
+    drop(thaw);
+    rig.view.set_commit_delay(0).await.unwrap();
+    configs
+        .patch(
+            "frozen",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"commands": "set system host-name thawed\n"}})),
+        )
+        .await
+        .unwrap();
+    let applied_again = wait_for("the next generation Applied", Duration::from_secs(180), || async {
+        let config = configs.get("frozen").await.ok()?;
+        let status = config.status?;
+        let applied = condition(&status.conditions, "Applied")?;
+        (status.phase == Phase::Applied && Some(status.observed_generation) == config.metadata.generation)
+            .then_some(applied)
+    })
+    .await;
+    assert_eq!(applied_again, ("True".into(), "ApplySucceeded".into()));
+    assert!(String::from_utf8_lossy(&rig.view.config_boot().await.unwrap()).contains("host-name thawed"));
+}
+
+/// Short, so a frozen agent turns into ApplyTimeout within the test.
+const APPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn fault_settings() -> Settings {
+    Settings {
+        apply_timeout: APPLY_TIMEOUT,
+        ..Settings::default()
+    }
+}
+
+#[tokio::test]
+async fn proxmox_agent_killed_mid_apply_is_applied_again() {
+    let guest = PVE_GUEST.lease();
+    let rig = proxmox_rig("real-pve-kill", &guest, fault_settings(), "60s").await;
+    agent_killed_mid_apply(&rig).await;
+}
+
+#[tokio::test]
+async fn proxmox_agent_frozen_mid_apply_times_out_then_recovers() {
+    let guest = PVE_GUEST.lease();
+    let rig = proxmox_rig("real-pve-stop", &guest, fault_settings(), "60s").await;
+    agent_frozen_mid_apply(&rig).await;
+}
+
+#[tokio::test]
+async fn kubevirt_agent_killed_mid_apply_is_applied_again() {
+    let guest = KUBEVIRT_GUEST.lease();
+    let rig = kubevirt_rig("real-kv-kill", &guest, fault_settings()).await;
+    agent_killed_mid_apply(&rig).await;
+}
+
+#[tokio::test]
+async fn kubevirt_agent_frozen_mid_apply_times_out_then_recovers() {
+    let guest = KUBEVIRT_GUEST.lease();
+    let rig = kubevirt_rig("real-kv-stop", &guest, fault_settings()).await;
+    agent_frozen_mid_apply(&rig).await;
+}
