@@ -32,7 +32,7 @@ enum Command {
     },
     /// Prepare everything the suite needs, then run all checks and tests.
     Test,
-    /// Build (when missing) the etcd, kube-apiserver, helm and vrouter-daemon the integration tests run against.
+    /// Build (when missing) the etcd, kube-apiserver, helm, vrouter-daemon and Go oracles the tests run against.
     Testenv,
     /// Build (when missing or changed) the Go test oracles under xtask/oracles/.
     Oracles,

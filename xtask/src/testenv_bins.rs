@@ -1,7 +1,7 @@
 //! `cargo xtask testenv`: builds the test control plane (`kube-apiserver` and
 //! `etcd`) and `helm` (which renders the chart in its tests) from Go modules,
-//! and the real vrouter-daemon from its vendored source ([`daemon`]), once per
-//! machine.
+//! the real vrouter-daemon from its vendored source ([`daemon`]), and our own
+//! Go test oracles ([`oracles`]), once per machine.
 //!
 //! Nothing is vendored. For each binary a scratch Go module is generated under
 //! the cache directory (`$VROUTER_TESTENV_CACHE`, default
@@ -28,8 +28,10 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use sha2::{Digest, Sha256};
 
 pub mod daemon;
+pub mod oracles;
 
 /// The Kubernetes release matching k8s-openapi's `v1_37` feature.
 const KUBERNETES_VERSION: &str = "v1.37.2";
@@ -49,6 +51,8 @@ pub struct Binaries {
     pub helm: PathBuf,
     pub vrouter_server: PathBuf,
     pub vrouter_agent: PathBuf,
+    /// Our own Go oracles ([`oracles`]), by name.
+    pub oracles: Vec<(&'static str, PathBuf)>,
 }
 
 /// One binary to build from a Go module.
@@ -185,6 +189,9 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     println!("testenv: helm           {}", bins.helm.display());
     println!("testenv: vrouter-server {}", bins.vrouter_server.display());
     println!("testenv: vrouter-agent  {}", bins.vrouter_agent.display());
+    for (name, path) in &bins.oracles {
+        println!("testenv: {name:<14} {}", path.display());
+    }
     Ok(())
 }
 
@@ -201,12 +208,14 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
     let etcd = ensure_one(&cache, &ETCD)?;
     let helm = ensure_one(&cache, &HELM)?;
     let [vrouter_server, vrouter_agent] = daemon::ensure(root, &cache)?;
+    let oracles = oracles::ensure(root, &cache)?;
     Ok(Binaries {
         kube_apiserver,
         etcd,
         helm,
         vrouter_server,
         vrouter_agent,
+        oracles,
     })
 }
 
@@ -361,6 +370,48 @@ fn scratch_go_mod(binary: &GoBinary, upstream: &str) -> anyhow::Result<String> {
     ))
 }
 
+/// The files of the source tree (without `.git`), by path relative to `dir`, sorted.
+pub(crate) fn source_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut pending = vec![PathBuf::new()];
+    while let Some(relative) = pending.pop() {
+        let here = dir.join(&relative);
+        for entry in fs::read_dir(&here).with_context(|| format!("listing {}", here.display()))? {
+            let entry = entry.with_context(|| format!("listing {}", here.display()))?;
+            let name = entry.file_name();
+            if name == ".git" {
+                continue;
+            }
+            let kind = entry.file_type()?;
+            let path = relative.join(&name);
+            if kind.is_dir() {
+                pending.push(path);
+            } else if kind.is_file() {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// SHA-256 over every file's relative path, length and bytes, in path order.
+pub(crate) fn source_hash(dir: &Path) -> anyhow::Result<String> {
+    let mut hasher = Sha256::new();
+    for relative in source_files(dir)? {
+        let bytes = fs::read(dir.join(&relative)).with_context(|| format!("reading {}", relative.display()))?;
+        hasher.update(relative.to_string_lossy().as_bytes());
+        hasher.update([0]);
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A `go` command with the environment every step uses: no cgo, the local
 /// toolchain only (no toolchain download), module mode without a workspace,
 /// and a low priority so a parallel Rust build keeps its share of the CPUs.
@@ -389,7 +440,7 @@ pub(crate) fn go(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn go_output(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn go_output(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let output = go_command(dir, args)
         .stderr(std::process::Stdio::inherit())
         .output()

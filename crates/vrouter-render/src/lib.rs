@@ -5,6 +5,7 @@ mod compose;
 mod config_boot;
 pub mod escape;
 mod failure_markers;
+pub mod go_template;
 mod merge;
 mod template;
 #[cfg(feature = "test-support")]

@@ -1,5 +1,6 @@
-//! Finding the `etcd`, `kube-apiserver`, `helm`, `vrouter-server` and
-//! `vrouter-agent` binaries that `cargo xtask testenv` builds.
+//! Finding the binaries that `cargo xtask testenv` builds: `etcd`,
+//! `kube-apiserver`, `helm`, `vrouter-server`, `vrouter-agent`, and the Go oracles
+//! of our own tests.
 
 use std::path::PathBuf;
 
@@ -37,6 +38,13 @@ pub fn vrouter_daemon() -> Result<(PathBuf, PathBuf), Error> {
         locate_one("vrouter-server", "VROUTER_DAEMON_SERVER")?,
         locate_one("vrouter-agent", "VROUTER_DAEMON_AGENT")?,
     ))
+}
+
+/// The Go template oracle (`VROUTER_GO_TEMPLATE_ORACLE` when set, else the cache's
+/// `bin/`): Go `text/template` + sprig as the Go operator renders, which
+/// `cargo xtask testenv` builds from `xtask/oracles/gotemplate`.
+pub fn go_template_oracle() -> Result<PathBuf, Error> {
+    locate_one("gotemplate", "VROUTER_GO_TEMPLATE_ORACLE")
 }
 
 fn locate_one(name: &'static str, env_var: &'static str) -> Result<PathBuf, Error> {

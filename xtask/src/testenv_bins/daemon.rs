@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use sha2::{Digest, Sha256};
-
-use super::go;
+use super::{go, source_files, source_hash};
 
 /// Where the snapshot sits relative to the workspace root: CI clones the
 /// repository beside `shared/`.
@@ -42,48 +40,6 @@ pub fn source_dir(root: &Path) -> anyhow::Result<PathBuf> {
             root.join(SOURCE_BESIDE_ROOT).display()
         )
     })
-}
-
-/// The files of the source tree (without `.git`), by path relative to `dir`, sorted.
-fn source_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut pending = vec![PathBuf::new()];
-    while let Some(relative) = pending.pop() {
-        let here = dir.join(&relative);
-        for entry in fs::read_dir(&here).with_context(|| format!("listing {}", here.display()))? {
-            let entry = entry.with_context(|| format!("listing {}", here.display()))?;
-            let name = entry.file_name();
-            if name == ".git" {
-                continue;
-            }
-            let kind = entry.file_type()?;
-            let path = relative.join(&name);
-            if kind.is_dir() {
-                pending.push(path);
-            } else if kind.is_file() {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// SHA-256 over every file's relative path, length and bytes, in path order.
-pub fn source_hash(dir: &Path) -> anyhow::Result<String> {
-    let mut hasher = Sha256::new();
-    for relative in source_files(dir)? {
-        let bytes = fs::read(dir.join(&relative)).with_context(|| format!("reading {}", relative.display()))?;
-        hasher.update(relative.to_string_lossy().as_bytes());
-        hasher.update([0]);
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(&bytes);
-    }
-    Ok(hex(&hasher.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn stamp(hash: &str) -> String {

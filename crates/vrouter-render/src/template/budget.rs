@@ -117,6 +117,11 @@ impl Budget {
         self.check_time()
     }
 
+    /// The largest value a filter or function may produce.
+    pub(crate) fn max_value_bytes(&self) -> usize {
+        self.limits.max_value_bytes
+    }
+
     /// Fails when a value of `size` bytes would be larger than allowed.
     pub(crate) fn check_value_size(&self, size: usize) -> Result<(), Limit> {
         if size > self.limits.max_value_bytes {

@@ -113,7 +113,7 @@ impl TemplateEngine {
             name: name.to_owned(),
             kind,
         };
-        let compiled = self.compile(&id, "check", source)?;
+        let compiled = self.compile(&id, "check", source).map_err(|e| explain_go(&id, source, e))?;
         paths::check(&compiled.template.ast, kind, writer(kind)).map_err(|(interpolation, placement)| {
             TemplateError::MisplacedInterpolation {
                 location: compiled.location(interpolation),
@@ -153,7 +153,7 @@ impl TemplateEngine {
                     kind,
                 };
                 let key = format!("{index}/{kind}");
-                let compiled = self.compile(&id, &key, source)?;
+                let compiled = self.compile(&id, &key, source).map_err(|e| explain_go(&id, source, e))?;
                 // tera has no public way to add a parsed template; its registry is
                 // a public (doc-hidden) field, and nothing here uses inheritance.
                 tera.templates.insert(key.clone(), compiled.template);
@@ -165,6 +165,23 @@ impl TemplateEngine {
             tera,
             parts,
             limits: self.limits,
+        })
+    }
+
+    /// [`TemplateEngine::check`] without recognising Go syntax: the converter's
+    /// own check of what it wrote.
+    pub(crate) fn check_converted(&self, kind: TemplateKind, source: &str) -> Result<(), TemplateError> {
+        let id = TemplateId {
+            name: "converted".to_owned(),
+            kind,
+        };
+        let compiled = self.compile(&id, "check", source)?;
+        paths::check(&compiled.template.ast, kind, writer(kind)).map_err(|(interpolation, placement)| {
+            TemplateError::MisplacedInterpolation {
+                location: compiled.location(interpolation),
+                template: id.clone(),
+                placement,
+            }
         })
     }
 
@@ -353,6 +370,23 @@ impl PreparedTemplates {
                 })
             }
         }
+    }
+}
+
+/// A tera syntax error in a Go template becomes [`TemplateError::GoSyntax`], which
+/// names the Go construct, its tera form and the converter.
+fn explain_go(id: &TemplateId, source: &str, error: TemplateError) -> TemplateError {
+    if !matches!(error, TemplateError::Syntax { .. }) {
+        return error;
+    }
+    match crate::go_template::detect(source, id.kind) {
+        Some(go) => TemplateError::GoSyntax {
+            template: id.clone(),
+            location: go.location,
+            go: go.go,
+            tera: go.tera,
+        },
+        None => error,
     }
 }
 

@@ -132,6 +132,24 @@ pub enum TemplateError {
         /// What the parser expected.
         message: String,
     },
+    /// The source is a Go `text/template` (the Go vrouter-operator's syntax), not
+    /// tera.
+    #[error(
+        "{template} at {location}: `{go}` is Go template syntax (the Go vrouter-operator's), and templates here \
+         are tera{}; `vrouter-operator convert FILE` rewrites a manifest's VRouterTemplates in tera \
+         (docs/migrating-from-go.md)",
+        tera_form(.tera)
+    )]
+    GoSyntax {
+        /// The template.
+        template: TemplateId,
+        /// Where the first Go construct is.
+        location: Location,
+        /// That construct, as written.
+        go: String,
+        /// Its tera form, when the whole template converts.
+        tera: Option<String>,
+    },
     /// The source parses but uses something the sandbox does not offer.
     #[error("{template}{}: {what} is not allowed: {why}", at(.location))]
     NotAllowed {
@@ -203,6 +221,7 @@ impl TemplateError {
     pub fn template(&self) -> Option<&TemplateId> {
         match self {
             TemplateError::Syntax { template, .. }
+            | TemplateError::GoSyntax { template, .. }
             | TemplateError::NotAllowed { template, .. }
             | TemplateError::MisplacedInterpolation { template, .. }
             | TemplateError::UndefinedVariable { template, .. }
@@ -211,6 +230,13 @@ impl TemplateError {
             | TemplateError::Render { template, .. } => Some(template),
             TemplateError::ParamsNotObject { .. } => None,
         }
+    }
+}
+
+fn tera_form(tera: &Option<String>) -> String {
+    match tera {
+        Some(t) => format!(", where it is `{t}`"),
+        None => String::from(" (convert reports what has no tera form)"),
     }
 }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tera::{Filter, Function, Tera};
 
 use super::budget::{limit_error, with_active};
+use super::sprig;
 use super::{Limit, TemplateKind};
 use crate::escape::{command_word, config_value};
 
@@ -86,7 +87,11 @@ pub(crate) const FUNCTIONS: &[&str] = &["range", "throw"];
 pub(crate) const DENIED_FUNCTIONS: &[&str] = &["get_env", "now", "get_random"];
 
 pub(crate) fn is_allowed_filter(name: &str) -> bool {
-    name == "default" || name == "safe" || FILTERS.contains(&name)
+    name == "default" || name == "safe" || FILTERS.contains(&name) || sprig::FILTERS.contains(&name)
+}
+
+pub(crate) fn is_allowed_function(name: &str) -> bool {
+    FUNCTIONS.contains(&name) || sprig::FUNCTIONS.contains(&name)
 }
 
 /// Names the engine uses for the calls its instrumentation inserts. Templates
@@ -97,6 +102,8 @@ pub(crate) const CONCAT_TRUTHY: &str = "__vrouter_concat_truthy";
 pub(crate) const BOUNDED: &str = "__vrouter_bounded";
 pub(crate) const COMMAND_WORD: &str = "__vrouter_command_word";
 pub(crate) const CONFIG_VALUE: &str = "__vrouter_config_value";
+/// Returns null: what an undefined variable becomes where Go would pass `nil`.
+pub(crate) const NULL: &str = "__vrouter_null";
 
 impl From<Limit> for tera::Error {
     fn from(limit: Limit) -> tera::Error {
@@ -124,6 +131,10 @@ pub(crate) fn install(tera: &mut Tera) {
     let throw = builtins().get_function("throw").expect("tera registers `throw`");
     tera.register_function("throw", Timed(throw));
     tera.register_function(TICK, tick);
+    tera.register_function(NULL, |_: &HashMap<String, Value>| -> tera::Result<Value> {
+        Ok(Value::Null)
+    });
+    sprig::install(tera);
     tera.register_function(CONCAT, concat);
     tera.register_function(CONCAT_TRUTHY, concat_truthy);
     tera.register_filter(BOUNDED, bounded);

@@ -12,7 +12,8 @@ use std::collections::HashMap;
 
 use tera::ast::{Expr, ExprVal, FunctionCall, LogicOperator, Node, WS};
 
-use super::functions::{self, BOUNDED, CONCAT, CONCAT_TRUTHY, FUNCTIONS, TESTS, TICK};
+use super::functions::{self, BOUNDED, CONCAT, CONCAT_TRUTHY, FUNCTIONS, NULL, TESTS, TICK};
+use super::sprig::{NIL_TOLERANT_ARGS, NIL_TOLERANT_FILTERS, NIL_TOLERANT_FUNCTIONS};
 
 /// Something the template uses that the sandbox does not allow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,11 +168,15 @@ fn validate_expr(expr: &Expr) -> Result<(), Violation> {
 }
 
 fn validate_function(call: &FunctionCall) -> Result<(), Violation> {
-    if !FUNCTIONS.contains(&call.name.as_str()) {
+    if !functions::is_allowed_function(&call.name) {
         let why = if functions::DENIED_FUNCTIONS.contains(&call.name.as_str()) {
             "templates have no access to the environment, clock or randomness".to_owned()
         } else {
-            format!("it is not one of the available functions ({})", FUNCTIONS.join(", "))
+            format!(
+                "it is not one of the available functions ({}, {})",
+                FUNCTIONS.join(", "),
+                super::sprig::FUNCTIONS.join(", ")
+            )
         };
         return Err(Violation::new(
             format!("the function `{}`", call.name),
@@ -256,6 +261,7 @@ enum Position {
 }
 
 fn instrument_expr(expr: &mut Expr, position: Position) {
+    tolerate_nil(expr);
     match &mut expr.val {
         ExprVal::Math(m) => {
             instrument_expr(&mut m.lhs, Position::Value);
@@ -275,7 +281,17 @@ fn instrument_expr(expr: &mut Expr, position: Position) {
             instrument_expr(&mut i.rhs, Position::Value);
         }
         ExprVal::Test(test) => test.args.iter_mut().for_each(|a| instrument_expr(a, Position::Value)),
-        ExprVal::FunctionCall(fc) => fc.args.values_mut().for_each(|a| instrument_expr(a, Position::Value)),
+        ExprVal::FunctionCall(fc) => {
+            if NIL_TOLERANT_FUNCTIONS.contains(&fc.name.as_str()) {
+                for arg in fc.args.values_mut() {
+                    nil_for_undefined(arg);
+                    if let ExprVal::Array(items) = &mut arg.val {
+                        items.iter_mut().for_each(nil_for_undefined);
+                    }
+                }
+            }
+            fc.args.values_mut().for_each(|a| instrument_expr(a, Position::Value));
+        }
         ExprVal::Array(items) => items.iter_mut().for_each(|a| instrument_expr(a, Position::Value)),
         ExprVal::StringConcat(concat) => {
             let args = concat
@@ -305,11 +321,43 @@ fn instrument_expr(expr: &mut Expr, position: Position) {
         | ExprVal::MacroCall(_) => {}
     }
     for filter in &mut expr.filters {
+        for (name, arg) in filter.args.iter_mut() {
+            if NIL_TOLERANT_ARGS.contains(&(filter.name.as_str(), name.as_str())) {
+                nil_for_undefined(arg);
+            }
+        }
         filter
             .args
             .values_mut()
             .for_each(|a| instrument_expr(a, Position::Value));
     }
+}
+
+/// `x | f(…)` where `f` takes Go's `nil` for a missing value: an undefined `x`
+/// reaches `f` as null instead of failing the render.
+fn tolerate_nil(expr: &mut Expr) {
+    if matches!(expr.val, ExprVal::Ident(_))
+        && expr
+            .filters
+            .first()
+            .is_some_and(|f| NIL_TOLERANT_FILTERS.contains(&f.name.as_str()))
+    {
+        expr.filters.insert(0, null_default());
+    }
+}
+
+/// A bare variable argument becomes `x | default(value=null)`.
+fn nil_for_undefined(expr: &mut Expr) {
+    if matches!(expr.val, ExprVal::Ident(_)) && expr.filters.is_empty() && !expr.negated {
+        expr.filters.push(null_default());
+    }
+}
+
+/// tera's `default` (applied by its renderer to an undefined or null variable)
+/// with a null value.
+fn null_default() -> FunctionCall {
+    let null = Expr::new(ExprVal::FunctionCall(call(NULL, HashMap::new())));
+    call("default", HashMap::from([("value".to_owned(), null)]))
 }
 
 /// Names an interpolated expression for errors, without its value.

@@ -10,6 +10,8 @@
 
 #![allow(dead_code)]
 
+pub mod differential;
+pub mod go_oracle;
 pub mod oracle;
 pub mod vyos_config;
 

@@ -1,0 +1,296 @@
+//! Converting Go `text/template` + sprig templates (the Go vrouter-operator's) to
+//! this engine's tera, and recognising them.
+//!
+//! [`convert`] parses a Go template, rewrites it as tera that renders the same
+//! text for the same params under this engine's rules, and checks the result with
+//! the engine as admission would. What has no faithful tera form is reported with
+//! its line and column and nothing is written: a conversion never changes what a
+//! template does without saying so. [`Conversion::notes`] list the places where
+//! the converted template is deliberately different (a value's hand-written
+//! quotes removed, because the engine quotes values itself).
+//!
+//! ```
+//! use vrouter_render::TemplateKind;
+//! use vrouter_render::go_template::convert;
+//!
+//! let go = "{{ range .neighbors }}\nset protocols bgp {{ $.asn }} neighbor {{ .ip }} remote-as {{ .remoteAs }}\n{{ end }}";
+//! let converted = convert(go, TemplateKind::Commands)?;
+//! assert_eq!(
+//!     converted.tera,
+//!     "{% for neighbor in neighbors | values %}\nset protocols bgp {{ asn }} neighbor {{ neighbor.ip }} remote-as {{ neighbor.remoteAs }}\n{% endfor %}"
+//! );
+//! # Ok::<(), vrouter_render::go_template::ConvertError>(())
+//! ```
+//!
+//! The Go semantics kept, and the few differences, are listed in
+//! `docs/templates.md` ("From the Go operator's templates").
+
+mod assemble;
+mod detect;
+mod functions;
+mod parse;
+mod quoting;
+mod tera_expr;
+mod translate;
+
+use std::fmt;
+
+pub use detect::{GoSyntax, detect};
+
+use crate::{Location, TemplateEngine, TemplateError, TemplateKind};
+use assemble::Piece;
+use tera_expr::{Printer, Slot};
+
+/// A converted template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conversion {
+    /// The tera source.
+    pub tera: String,
+    /// Where the converted template deliberately differs from the Go one.
+    pub notes: Vec<Note>,
+}
+
+/// A deliberate difference, located in the Go source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub location: Location,
+    pub message: String,
+}
+
+impl Note {
+    fn at(src: &str, offset: usize, message: String) -> Note {
+        Note {
+            location: location(src, offset),
+            message,
+        }
+    }
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.location.line, self.location.column, self.message)
+    }
+}
+
+/// Something that has no faithful tera form, located in the Go source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub location: Location,
+    /// The construct, as written (shortened).
+    pub construct: String,
+    pub reason: String,
+}
+
+impl Problem {
+    fn at(src: &str, offset: usize, construct: String, reason: String) -> Problem {
+        Problem {
+            location: location(src, offset),
+            construct,
+            reason,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}: `{}`: {}",
+            self.location.line, self.location.column, self.construct, self.reason
+        )
+    }
+}
+
+/// Why a template was not converted: every problem found, in source order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct ConvertError {
+    pub problems: Vec<Problem>,
+}
+
+/// Converts one Go template source (a VRouterTemplate's `config` or `commands`)
+/// to tera.
+pub fn convert(source: &str, kind: TemplateKind) -> Result<Conversion, ConvertError> {
+    convert_mapped(source, kind).map(|(conversion, _)| conversion)
+}
+
+/// [`convert`], with which stretch of the output came from which stretch of the
+/// Go source.
+type SourceMap = Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>;
+
+fn convert_mapped(source: &str, kind: TemplateKind) -> Result<(Conversion, SourceMap), ConvertError> {
+    let nodes = parse::parse(source).map_err(|e| ConvertError {
+        problems: vec![Problem::at(
+            source,
+            e.at,
+            snippet(source, e.at),
+            format!("not a valid Go template: {}", e.message),
+        )],
+    })?;
+    // A first pass finds the params the template reads, so that the second
+    // names no variable after one of them.
+    let mut first = translate::Translator::new(source, &nodes, Default::default());
+    first.nodes(&nodes);
+    let mut t = translate::Translator::new(source, &nodes, first.params_read);
+    t.nodes(&nodes);
+    let mut problems = std::mem::take(&mut t.problems);
+    let mut notes = std::mem::take(&mut t.notes);
+    let pieces = std::mem::take(&mut t.pieces);
+    let fail = |mut problems: Vec<Problem>| {
+        problems.sort_by_key(|p| (p.location.line, p.location.column));
+        Err(ConvertError { problems })
+    };
+    if !problems.is_empty() {
+        return fail(problems);
+    }
+    let (pieces, removed) = match quoting::fix(pieces, kind) {
+        Ok(x) => x,
+        Err(u) => return fail(vec![Problem::at(source, u.at, u.construct, u.reason)]),
+    };
+    notes.extend(removed.into_iter().map(|(at, m)| Note::at(source, at, m)));
+    let (pieces, outputs) = match print_outputs(pieces, &mut t) {
+        Ok(x) => x,
+        Err(u) => return fail(vec![Problem::at(source, u.at, u.construct, u.reason)]),
+    };
+    let printed = match assemble::assemble(&pieces, &outputs) {
+        Ok(p) => p,
+        Err(e) => {
+            return fail(vec![Problem::at(
+                source,
+                e.go.start,
+                snippet(source, e.go.start),
+                e.reason,
+            )]);
+        }
+    };
+    // The result must pass the checks admission makes.
+    if let Err(error) = TemplateEngine::new().check_converted(kind, &printed.text) {
+        let at = error_location(&error)
+            .map(|l| offset_of(&printed.text, l))
+            .and_then(|offset| {
+                printed
+                    .map
+                    .iter()
+                    .find(|(out, _)| out.contains(&offset))
+                    .map(|(_, go)| go.start)
+            })
+            .unwrap_or(0);
+        problems.push(Problem::at(
+            source,
+            at,
+            snippet(source, at),
+            format!("the converted template is refused by the engine: {error}"),
+        ));
+        return fail(problems);
+    }
+    notes.sort_by_key(|n| (n.location.line, n.location.column));
+    Ok((
+        Conversion {
+            tera: printed.text,
+            notes,
+        },
+        printed.map,
+    ))
+}
+
+/// Prints each output's expression; temporaries it needs become `set` tags
+/// right before it.
+fn print_outputs(
+    pieces: Vec<Piece>,
+    t: &mut translate::Translator<'_>,
+) -> Result<(Vec<Piece>, Vec<String>), translate::Unconvertible> {
+    let mut out = Vec::with_capacity(pieces.len());
+    let mut printed = Vec::new();
+    for piece in pieces {
+        let Piece::Output {
+            te,
+            trim_left,
+            trim_right,
+            go,
+        } = piece
+        else {
+            out.push(piece);
+            continue;
+        };
+        let (prelude, text) = t.print_output(&te, go.start)?;
+        let count = prelude.len();
+        for (i, body) in prelude.into_iter().enumerate() {
+            out.push(Piece::Tag {
+                kind: assemble::TagKind::Statement,
+                body,
+                trim_left: trim_left && i == 0,
+                trim_right: false,
+                go: go.clone(),
+            });
+        }
+        out.push(Piece::Output {
+            te,
+            trim_left: trim_left && count == 0,
+            trim_right,
+            go,
+        });
+        printed.push(text);
+    }
+    Ok((out, printed))
+}
+
+impl translate::Translator<'_> {
+    fn print_output(
+        &mut self,
+        te: &tera_expr::Te,
+        at: usize,
+    ) -> Result<(Vec<String>, String), translate::Unconvertible> {
+        let mut temp = || self.fresh_temp();
+        let mut printer = Printer::new(&mut temp);
+        let text = printer.print(te, Slot::Value).map_err(|e| translate::Unconvertible {
+            at,
+            construct: String::new(),
+            reason: e.0,
+        })?;
+        Ok((printer.prelude, text))
+    }
+}
+
+fn error_location(error: &TemplateError) -> Option<Location> {
+    match error {
+        TemplateError::Syntax { location, .. }
+        | TemplateError::NotAllowed { location, .. }
+        | TemplateError::LimitExceeded { location, .. } => *location,
+        TemplateError::MisplacedInterpolation { location, .. } => Some(*location),
+        _ => None,
+    }
+}
+
+/// The line and column (in characters, from 1) of a byte offset.
+fn location(src: &str, offset: usize) -> Location {
+    let offset = offset.min(src.len());
+    let before = &src[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+    Location {
+        line,
+        column: before[line_start..].chars().count() + 1,
+    }
+}
+
+fn offset_of(src: &str, l: Location) -> usize {
+    let mut offset = 0;
+    for (i, line) in src.split_inclusive('\n').enumerate() {
+        if i + 1 == l.line {
+            return offset + line.char_indices().nth(l.column - 1).map_or(line.len(), |(o, _)| o);
+        }
+        offset += line.len();
+    }
+    src.len()
+}
+
+/// The source from `at`, cut to one short line, for naming a construct.
+fn snippet(src: &str, at: usize) -> String {
+    let rest = src.get(at..).unwrap_or("");
+    let end = rest
+        .find("}}")
+        .map(|e| e + 2)
+        .unwrap_or(rest.len())
+        .min(rest.find('\n').unwrap_or(rest.len()));
+    rest[..end].chars().take(60).collect()
+}

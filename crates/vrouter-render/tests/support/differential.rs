@@ -1,0 +1,69 @@
+//! Comparing what a Go template renders (with the Go engine) and what its
+//! conversion renders (with ours): the commands bash runs, with the stub vyatta
+//! functions, and the config.boot nodes VyOS reads.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use vrouter_render::go_template::convert;
+use vrouter_render::testing::BashHarness;
+use vrouter_render::{TemplateKind, TemplateSource, render_apply_script, render_binding};
+
+use super::vyos_config::{Node, parse_vyos1x};
+
+pub type Argv = Vec<(String, Vec<String>)>;
+
+/// The stubbed commands bash runs for `commands`, and whether the script ran
+/// only its own commands without error output.
+pub fn run_commands(harness: &mut BashHarness, commands: &str) -> (Argv, String) {
+    let script = render_apply_script("", commands, false).expect("no NUL in commands");
+    let run = harness.run(&script).expect("bash harness");
+    let calls = run
+        .calls()
+        .into_iter()
+        .map(|(n, a)| (n.to_owned(), a.into_iter().map(str::to_owned).collect()))
+        .collect();
+    (calls, format!("status {} stderr {:?}", run.status, run.stderr))
+}
+
+/// The nodes of a config, or why VyOS's lexer and parser refuse it.
+pub fn config_nodes(config: &str) -> Result<Vec<Node>, String> {
+    parse_vyos1x(config)
+}
+
+/// Our side: converts `go_source` and renders it with `params`.
+pub fn ours(name: &str, kind: TemplateKind, go_source: &str, params: &Value) -> Result<String, String> {
+    let converted = convert(go_source, kind).map_err(|e| format!("convert: {e}"))?;
+    let source = match kind {
+        TemplateKind::Config => TemplateSource {
+            name,
+            config: &converted.tera,
+            commands: "",
+        },
+        TemplateKind::Commands => TemplateSource {
+            name,
+            config: "",
+            commands: &converted.tera,
+        },
+    };
+    let rendered = render_binding(&[source], params).map_err(|e| format!("render of\n{}\n: {e}", converted.tera))?;
+    Ok(match kind {
+        TemplateKind::Config => rendered.config,
+        TemplateKind::Commands => rendered.commands,
+    })
+}
+
+/// Each argument split at white space, empty ones dropped: what bash makes of
+/// a value written unquoted, as the Go operator wrote values.
+pub fn word_split(argv: &Argv) -> Argv {
+    argv.iter()
+        .map(|(n, args)| {
+            (
+                n.clone(),
+                args.iter()
+                    .flat_map(|a| a.split_whitespace().map(str::to_owned))
+                    .collect(),
+            )
+        })
+        .collect()
+}
