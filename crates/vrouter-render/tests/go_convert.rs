@@ -27,15 +27,24 @@ fn constructs_become_their_tera_forms() {
             "{{ range $i, $n := .l }}{{ $i }}{{ else }}none{{ end }}",
             "{% for entry in l | entries %}{% set i = entry.0 %}{% set n = entry.1 %}{{ i }}{% else %}none{% endfor %}",
         ),
-        ("{{ range 3 }}{{ . }}{{ end }}", "{% for i in range(end=3) %}{{ i }}{% endfor %}"),
+        (
+            "{{ range 3 }}{{ . }}{{ end }}",
+            "{% for i in range(end=3) %}{{ i }}{% endfor %}",
+        ),
         (
             "{{ if .a }}1{{ else if eq .b \"x\" }}2{{ else }}3{{ end }}",
             "{% if a %}1{% elif b == \"x\" %}2{% else %}3{% endif %}",
         ),
         ("{{ if and .a (not .b) }}y{{ end }}", "{% if a and not b %}y{% endif %}"),
         ("{{ if or .a .b }}y{{ end }}", "{% if a or b %}y{% endif %}"),
-        (r#"{{ if eq .s "a" "b" }}y{{ end }}"#, r#"{% if s in ["a", "b"] %}y{% endif %}"#),
-        ("{{ with .o }}{{ .name }}{{ else }}-{{ end }}", "{% if o %}{{ o.name }}{% else %}-{% endif %}"),
+        (
+            r#"{{ if eq .s "a" "b" }}y{{ end }}"#,
+            r#"{% if s in ["a", "b"] %}y{% endif %}"#,
+        ),
+        (
+            "{{ with .o }}{{ .name }}{{ else }}-{{ end }}",
+            "{% if o %}{{ o.name }}{% else %}-{% endif %}",
+        ),
         ("{{ $x := .a }}{{ $x }}", "{% set x = a %}{{ x }}"),
         (
             "{{ $n := 0 }}{{ range .l }}{{ $n = add1 $n }}{{ end }}{{ $n }}",
@@ -43,23 +52,47 @@ fn constructs_become_their_tera_forms() {
         ),
         ("a {{- .x -}} b", "a {{- x -}} b"),
         ("{{/* note */}}x", "{# note #}x"),
-        (r#"{{ default "8.8.8.8" .dns }}"#, r#"{{ dns | if_empty(value="8.8.8.8") }}"#),
+        (
+            r#"{{ default "8.8.8.8" .dns }}"#,
+            r#"{{ dns | if_empty(value="8.8.8.8") }}"#,
+        ),
         (r#"{{ .mtu | default 1500 }}"#, "{{ mtu | if_empty(value=1500) }}"),
         (r#"{{ or .a "x" }}"#, r#"{{ a | if_empty(value="x") }}"#),
         (r#"{{ has "connected" .r }}"#, r#"{{ r | has(value="connected") }}"#),
-        (r#"{{ if hasKey .m "k" }}y{{ end }}"#, "{% if m.k is defined %}y{% endif %}"),
-        (r#"{{ join "," .l }} {{ len .l }}"#, r#"{{ l | join(sep=",") }} {{ l | len }}"#),
-        (r#"{{ .s | trimPrefix "v" | upper }}"#, r#"{{ s | trim_prefix(prefix="v") | upper }}"#),
-        ("{{ add .a 1 }} {{ div .a 2 }} {{ mod .a 3 }}", "{{ a + 1 }} {{ a | div(by=2) }} {{ a % 3 }}"),
+        (
+            r#"{{ if hasKey .m "k" }}y{{ end }}"#,
+            "{% if m.k is defined %}y{% endif %}",
+        ),
+        (
+            r#"{{ join "," .l }} {{ len .l }}"#,
+            r#"{{ l | join(sep=",") }} {{ l | len }}"#,
+        ),
+        (
+            r#"{{ .s | trimPrefix "v" | upper }}"#,
+            r#"{{ s | trim_prefix(prefix="v") | upper }}"#,
+        ),
+        (
+            "{{ add .a 1 }} {{ div .a 2 }} {{ mod .a 3 }}",
+            "{{ a + 1 }} {{ a | div(by=2) }} {{ a % 3 }}",
+        ),
         (
             r#"{{ printf "neighbor %s remote-as %d" .ip .as }}"#,
             r#"neighbor {{ ip }} remote-as {{ printf(format="%d", args=[as]) }}"#,
         ),
-        (r#"{{ printf "%s-%s" .a .b }}"#, r#"{{ printf(format="%s-%s", args=[a, b]) }}"#),
-        ("set system host-name '{{ .hostname }}'", "set system host-name {{ hostname }}"),
+        (
+            r#"{{ printf "%s-%s" .a .b }}"#,
+            r#"{{ printf(format="%s-%s", args=[a, b]) }}"#,
+        ),
+        (
+            "set system host-name '{{ .hostname }}'",
+            "set system host-name {{ hostname }}",
+        ),
         ("set x \"AS{{ .asn }}\"", r#"set x {{ "AS" ~ asn }}"#),
         (r#"{{ "literal" }} {{ 1.0 }} {{ true }}"#, "literal 1 true"),
-        (r#"{{ toJson .x }} {{ b64enc .s }}"#, "{{ x | to_json }} {{ s | b64enc }}"),
+        (
+            r#"{{ toJson .x }} {{ b64enc .s }}"#,
+            "{{ x | to_json }} {{ s | b64enc }}",
+        ),
     ];
     for (go, expected) in cases {
         assert_eq!(tera(go), expected, "{go}");
@@ -99,7 +132,11 @@ fn what_cannot_be_converted_is_reported_with_its_location() {
         ("{{ env \"HOME\" }}", (1, 4), "removed it too"),
         ("{{ template \"x\" . }}", (1, 1), "renders alone"),
         ("{{ toJson . }}", (1, 11), "whole params object"),
-        ("{{ range .l }}{{ range .m }}{{ $x = 1 }}{{ end }}{{ end }}", (1, 32), "not declared"),
+        (
+            "{{ range .l }}{{ range .m }}{{ $x = 1 }}{{ end }}{{ end }}",
+            (1, 32),
+            "not declared",
+        ),
         (
             "{{ $x := 0 }}{{ range .l }}{{ $y := 0 }}{{ range .m }}{{ $y = 1 }}{{ end }}{{ end }}",
             (1, 58),

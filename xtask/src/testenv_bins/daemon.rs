@@ -11,8 +11,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, bail};
 use super::{go, source_files, source_hash};
+use anyhow::{Context, bail};
 
 /// Where the snapshot sits relative to the workspace root: CI clones the
 /// repository beside `shared/`.

@@ -52,10 +52,23 @@ fn ensure_one(dir: &Path, cache: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let partial_arg = partial.to_string_lossy().into_owned();
     go(
         dir,
-        &["build", "-mod=readonly", "-trimpath", "-ldflags", "-s -w", "-o", &partial_arg, "."],
+        &[
+            "build",
+            "-mod=readonly",
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            "-o",
+            &partial_arg,
+            ".",
+        ],
     )?;
     fs::rename(&partial, &target).with_context(|| format!("moving {} into place", target.display()))?;
     fs::write(&stamp_path, stamp).with_context(|| format!("writing {}", stamp_path.display()))?;
-    println!("testenv: built {name} in {:.0?} -> {}", started.elapsed(), target.display());
+    println!(
+        "testenv: built {name} in {:.0?} -> {}",
+        started.elapsed(),
+        target.display()
+    );
     Ok(target)
 }

@@ -113,7 +113,9 @@ impl TemplateEngine {
             name: name.to_owned(),
             kind,
         };
-        let compiled = self.compile(&id, "check", source).map_err(|e| explain_go(&id, source, e))?;
+        let compiled = self
+            .compile(&id, "check", source)
+            .map_err(|e| explain_go(&id, source, e))?;
         paths::check(&compiled.template.ast, kind, writer(kind)).map_err(|(interpolation, placement)| {
             TemplateError::MisplacedInterpolation {
                 location: compiled.location(interpolation),
@@ -153,7 +155,9 @@ impl TemplateEngine {
                     kind,
                 };
                 let key = format!("{index}/{kind}");
-                let compiled = self.compile(&id, &key, source).map_err(|e| explain_go(&id, source, e))?;
+                let compiled = self
+                    .compile(&id, &key, source)
+                    .map_err(|e| explain_go(&id, source, e))?;
                 // tera has no public way to add a parsed template; its registry is
                 // a public (doc-hidden) field, and nothing here uses inheritance.
                 tera.templates.insert(key.clone(), compiled.template);
