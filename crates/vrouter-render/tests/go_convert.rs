@@ -5,9 +5,11 @@
 use vrouter_render::go_template::{convert, detect};
 use vrouter_render::{TemplateEngine, TemplateError, TemplateKind};
 
+/// The conversion of `go` as the arguments of a command (where the engine
+/// accepts values), without the command.
 fn tera(go: &str) -> String {
-    match convert(go, TemplateKind::Commands) {
-        Ok(c) => c.tera,
+    match convert(&format!("set x {go}"), TemplateKind::Commands) {
+        Ok(c) => c.tera.strip_prefix("set x ").expect("the command stays").to_owned(),
         Err(e) => panic!("{go:?}: {e}"),
     }
 }
@@ -20,16 +22,16 @@ fn constructs_become_their_tera_forms() {
         (r#"{{ index .m "a-b" 0 }}"#, r#"{{ m["a-b"][0] }}"#),
         (r#"{{ index . "key" }}"#, "{{ key }}"),
         (
-            "{{ range .neighbors }}{{ .ip }} {{ $.asn }}{{ end }}",
-            "{% for neighbor in neighbors | values %}{{ neighbor.ip }} {{ asn }}{% endfor %}",
+            "{{ range .neighbors }}{{ .ip }} {{ $.asn }} {{ end }}",
+            "{% for neighbor in neighbors | values %}{{ neighbor.ip }} {{ asn }} {% endfor %}",
         ),
         (
-            "{{ range $i, $n := .l }}{{ $i }}{{ else }}none{{ end }}",
-            "{% for entry in l | entries %}{% set i = entry.0 %}{% set n = entry.1 %}{{ i }}{% else %}none{% endfor %}",
+            "{{ range $i, $n := .l }}{{ $i }} {{ else }}none{{ end }}",
+            "{% for entry in l | entries %}{% set i = entry.0 %}{% set n = entry.1 %}{{ i }} {% else %}none{% endfor %}",
         ),
         (
-            "{{ range 3 }}{{ . }}{{ end }}",
-            "{% for i in range(end=3) %}{{ i }}{% endfor %}",
+            "{{ range 3 }}{{ . }} {{ end }}",
+            "{% for i in range(end=3) %}{{ i }} {% endfor %}",
         ),
         (
             "{{ if .a }}1{{ else if eq .b \"x\" }}2{{ else }}3{{ end }}",
@@ -50,7 +52,8 @@ fn constructs_become_their_tera_forms() {
             "{{ $n := 0 }}{{ range .l }}{{ $n = add1 $n }}{{ end }}{{ $n }}",
             "{% set n = 0 %}{% for l_item in l | values %}{% set_global n = n + 1 %}{% endfor %}{{ n }}",
         ),
-        ("a {{- .x -}} b", "a {{- x -}} b"),
+        ("a\n{{- if .x -}}\n b\n{{- end }}", "a\n{%- if x -%}\n b\n{%- endif %}"),
+        ("a {{- .x -}} b", r#"{{ "a" ~ x ~ "b" }}"#),
         ("{{/* note */}}x", "{# note #}x"),
         (
             r#"{{ default "8.8.8.8" .dns }}"#,
@@ -117,7 +120,10 @@ fn and_or_evaluate_later_arguments_only_when_needed() {
 #[test]
 fn trims_stay_applied_where_tera_would_trim_more_or_ignores_them() {
     // A no-break space is not white space to Go's trim markers.
-    assert_eq!(tera("a\u{a0} {{- .x }}"), "a\u{a0}{{ x }}");
+    assert_eq!(
+        tera("a\u{a0} {{- if .x }} b{{ end }}"),
+        "a\u{a0}{% if x %} b{% endif %}"
+    );
     // tera ignores whitespace control inside a for loop's `else`.
     assert_eq!(
         tera("{{ range .l }}x{{ else }}\n  {{- .y -}}\n{{ end }}"),
@@ -132,6 +138,8 @@ fn what_cannot_be_converted_is_reported_with_its_location() {
         ("{{ env \"HOME\" }}", (1, 4), "removed it too"),
         ("{{ template \"x\" . }}", (1, 1), "renders alone"),
         ("{{ toJson . }}", (1, 11), "whole params object"),
+        // The engine's own rules apply to the result: a value is an argument.
+        ("{{ .command }} x", (1, 1), "the name of a command"),
         (
             "{{ range .l }}{{ range .m }}{{ $x = 1 }}{{ end }}{{ end }}",
             (1, 32),

@@ -5,7 +5,7 @@
 //! trim markers, comments, and sprig's string, list, map, number, default and
 //! encoding functions) rendered with random params, by Go and converted by us.
 //! The commands bash runs with the stub vyatta functions, and the config.boot
-//! nodes VyOS reads, must be the same.
+//! nodes VyOS reads, must be the same (1,000 command and 600 config templates a run).
 //!
 //! Integers are compared with the Go engine given Go integers ("typed"): the Go
 //! operator itself gave `text/template` numbers as text (`UseNumber`), where a
@@ -101,7 +101,8 @@ enum Ty {
     Obj,
 }
 
-/// Generates Go template source.
+/// Generates Go template source: trim markers on the control tags, values as
+/// whole words (what the engine accepts).
 struct Gen<'r> {
     rng: &'r mut Rng,
     /// Variables in scope: ($name, type, declared in loop depth).
@@ -335,10 +336,11 @@ impl Gen<'_> {
             let e = self.printable();
             let _ = writeln!(out, "leaf{n} {{{{ {e} }}}}");
         } else {
+            // Values are whole arguments, never the first of `set`, and a word
+            // ends each line, so trim markers of the tags around never glue a
+            // value to other text (the engine refuses that).
             let (a, b) = (self.printable(), self.printable());
-            let ta = self.tag(&a);
-            let tb = self.tag(&b);
-            let _ = writeln!(out, "set x{n} {ta} y {tb}");
+            let _ = writeln!(out, "set x{n} {{{{ {a} }}}} y {{{{ {b} }}}} z");
         }
     }
 
@@ -492,10 +494,10 @@ fn template(rng: &mut Rng, config: bool) -> String {
     if config { format!("node {{\n{out}}}\n") } else { out }
 }
 
-fn without_empty_values(nodes: &[support::vyos_config::Node]) -> Vec<support::vyos_config::Node> {
+fn without_empty_values(nodes: &[support::differential::Node]) -> Vec<support::differential::Node> {
     nodes
         .iter()
-        .map(|n| support::vyos_config::Node {
+        .map(|n| support::differential::Node {
             name: n.name.clone(),
             value: n.value.clone().filter(|v| !v.is_empty()),
             children: n.children.as_deref().map(without_empty_values),
@@ -624,10 +626,10 @@ fn run(config: bool, cases: u32) {
 
 #[test]
 fn generated_command_templates_run_the_same_commands() {
-    run(false, 1_500);
+    run(false, 1_000);
 }
 
 #[test]
 fn generated_config_templates_load_the_same_nodes() {
-    run(true, 1_000);
+    run(true, 600);
 }

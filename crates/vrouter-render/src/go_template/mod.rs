@@ -148,6 +148,7 @@ fn convert_mapped(source: &str, kind: TemplateKind) -> Result<(Conversion, Sourc
         Err(u) => return fail(vec![Problem::at(source, u.at, u.construct, u.reason)]),
     };
     notes.extend(removed.into_iter().map(|(at, m)| Note::at(source, at, m)));
+    let pieces = quoting::merge_words(pieces);
     let (pieces, outputs) = match print_outputs(pieces, &mut t) {
         Ok(x) => x,
         Err(u) => return fail(vec![Problem::at(source, u.at, u.construct, u.reason)]),

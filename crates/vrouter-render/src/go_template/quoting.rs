@@ -331,3 +331,123 @@ fn decode(raw: &str, quote: char, kind: TemplateKind) -> Result<String, String> 
         }
     }
 }
+
+/// Characters a word may have around an interpolation for the word to become
+/// one value: nothing the shell or the VyOS lexer reads specially.
+fn plain(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '@' | '%' | '+' | ',' | '-' | '=')
+}
+
+/// One word made of interpolations and plain text (`eth{{ .i }}`,
+/// `{{ .a }}-{{ .b }}`) becomes one interpolation of the joined value
+/// (`{{ "eth" ~ i }}`): the engine writes each value as a whole word, and the
+/// words of a command are what bash (or VyOS) read from the Go output when the
+/// values are plain.
+pub(crate) fn merge_words(pieces: Vec<Piece>) -> Vec<Piece> {
+    let mut out: Vec<Piece> = Vec::with_capacity(pieces.len());
+    let mut i = 0;
+    while i < pieces.len() {
+        if !matches!(pieces[i], Piece::Output { .. }) {
+            out.push(pieces[i].clone());
+            i += 1;
+            continue;
+        }
+        // The run: outputs, removed white space and plain text, up to a tag or
+        // the first character of a text that ends the word.
+        let mut j = i;
+        let mut stop: Option<(usize, usize)> = None;
+        while j < pieces.len() {
+            match &pieces[j] {
+                Piece::Output { .. } | Piece::Trimmed { .. } => j += 1,
+                Piece::Text { text, .. } => {
+                    let plain_len = text.len() - text.trim_start_matches(plain).len();
+                    if plain_len < text.len() {
+                        stop = Some((j, plain_len));
+                        break;
+                    }
+                    j += 1;
+                }
+                Piece::Tag { .. } => break,
+            }
+        }
+        // The text before, past white space a trim marker removed.
+        let before = out.iter().rposition(|p| !matches!(p, Piece::Trimmed { .. }));
+        let prefix = match before.map(|b| &out[b]) {
+            Some(Piece::Text { text, .. }) => text.len() - text.trim_end_matches(plain).len(),
+            _ => 0,
+        };
+        let inner_words = pieces[i..j]
+            .iter()
+            .filter(|p| matches!(p, Piece::Output { .. }) || matches!(p, Piece::Text { text, .. } if !text.is_empty()))
+            .count();
+        let suffix = stop.map_or(0, |(_, len)| len);
+        if inner_words + usize::from(prefix > 0) + usize::from(suffix > 0) < 2 {
+            // A lone interpolation between separators: unchanged.
+            out.extend(pieces[i..j].iter().cloned());
+            i = j;
+            continue;
+        }
+        let mut parts = Vec::new();
+        let (mut go_start, mut trim_left) = match &pieces[i] {
+            Piece::Output { go, trim_left, .. } => (go.start, *trim_left),
+            _ => unreachable!("runs start at an output"),
+        };
+        if prefix > 0 {
+            // The removed white space between stays removed.
+            out.truncate(before.expect("a text precedes") + 1);
+        }
+        if prefix > 0
+            && let Some(Piece::Text { text, go }) = out.last_mut()
+        {
+            let cut = text.len() - prefix;
+            parts.push(Te::Str(text[cut..].to_owned()));
+            go_start = go.start + cut;
+            text.truncate(cut);
+            go.end = go.start + cut;
+            trim_left = false;
+        }
+        let mut go_end = go_start;
+        let mut trim_right = false;
+        for piece in &pieces[i..j] {
+            match piece {
+                Piece::Output {
+                    te, go, trim_right: r, ..
+                } => {
+                    parts.push(te.clone());
+                    go_end = go.end;
+                    trim_right = *r;
+                }
+                Piece::Text { text, go } if !text.is_empty() => {
+                    parts.push(Te::Str(text.clone()));
+                    go_end = go.end;
+                    trim_right = false;
+                }
+                _ => {}
+            }
+        }
+        let mut after = None;
+        if let Some((k, len)) = stop {
+            if let Piece::Text { text, go } = &pieces[k] {
+                if len > 0 {
+                    parts.push(Te::Str(text[..len].to_owned()));
+                    go_end = go.start + len;
+                    trim_right = false;
+                }
+                after = Some(Piece::Text {
+                    text: text[len..].to_owned(),
+                    go: go.start + len..go.end,
+                });
+            }
+            j = k + 1;
+        }
+        out.push(Piece::Output {
+            te: Te::Concat(parts),
+            trim_left,
+            trim_right,
+            go: go_start..go_end,
+        });
+        out.extend(after);
+        i = j;
+    }
+    out
+}

@@ -9,7 +9,7 @@ use vrouter_render::go_template::convert;
 use vrouter_render::testing::BashHarness;
 use vrouter_render::{TemplateKind, TemplateSource, render_apply_script, render_binding};
 
-use super::vyos_config::{Node, parse_vyos1x};
+use super::vyos_config::parse_vyos1x;
 
 pub type Argv = Vec<(String, Vec<String>)>;
 
@@ -26,9 +26,29 @@ pub fn run_commands(harness: &mut BashHarness, commands: &str) -> (Argv, String)
     (calls, format!("status {} stderr {:?}", run.status, run.stderr))
 }
 
+/// A config node as VyOS reads it: name, value, children (where the text had them
+/// does not matter here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub name: String,
+    pub value: Option<String>,
+    pub children: Option<Vec<Node>>,
+}
+
+fn plain(nodes: &[super::vyos_config::Node]) -> Vec<Node> {
+    nodes
+        .iter()
+        .map(|n| Node {
+            name: n.name.clone(),
+            value: n.value.clone(),
+            children: n.children.as_deref().map(plain),
+        })
+        .collect()
+}
+
 /// The nodes of a config, or why VyOS's lexer and parser refuse it.
 pub fn config_nodes(config: &str) -> Result<Vec<Node>, String> {
-    parse_vyos1x(config)
+    parse_vyos1x(config).map(|nodes| plain(&nodes))
 }
 
 /// Our side: converts `go_source` and renders it with `params`.
