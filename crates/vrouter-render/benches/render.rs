@@ -31,7 +31,7 @@ fn bgp_template() -> String {
     let mut t = String::new();
     for i in 0..180 {
         t.push_str(&format!(
-            "set system static-host-mapping host-name h{i}.{{{{ domain }}}} inet 192.0.2.{}\n",
+            "set system static-host-mapping host-name h{i} alias {{{{ domain }}}} inet 192.0.2.{}\n",
             i % 250
         ));
     }
@@ -42,7 +42,7 @@ fn bgp_template() -> String {
         "set protocols bgp {{ asn }} neighbor {{ n.ip }} update-source {{ routerId }}",
         "{% if n.password is defined %}set protocols bgp {{ asn }} neighbor {{ n.ip }} password {{ n.password }}{% endif %}",
         "set protocols bgp {{ asn }} neighbor {{ n.ip }} address-family ipv4-unicast soft-reconfiguration inbound",
-        "{% for r in redistribute %}set protocols bgp {{ asn }} address-family ipv4-unicast redistribute {{ r }}{% endfor %}",
+        "{% for r in redistribute %}set protocols bgp {{ asn }} address-family ipv4-unicast redistribute {{ r }}; {% endfor %}",
     ] {
         t.push_str(line);
         t.push('\n');
@@ -96,6 +96,13 @@ fn benches(c: &mut Criterion) {
         "render_binding 200-line template, 100 neighbours (parse + render)",
         |b| b.iter(|| render_binding(black_box(&sources), black_box(&params)).unwrap()),
     );
+    c.bench_function("TemplateEngine::check 200-line template (admission, every path)", |b| {
+        b.iter(|| {
+            TemplateEngine::new()
+                .check("bgp", vrouter_render::TemplateKind::Commands, black_box(&template))
+                .unwrap()
+        })
+    });
     let prepared = TemplateEngine::new().prepare(&sources).unwrap();
     c.bench_function("PreparedTemplates::render 200-line template, 100 neighbours", |b| {
         b.iter(|| prepared.render(black_box(&params)).unwrap())

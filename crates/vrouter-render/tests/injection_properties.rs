@@ -130,6 +130,7 @@ fn shape() -> impl Strategy<Value = String> {
 fn value() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
         3 => "[a-z0-9.:/-]{1,6}",
+        1 => "[0-9]{1,2}",
         3 => prop::sample::select(vec![
             "\"", "\\", "$", "`", ";", "&", "|", "#", "*", "?", "~", "=", "!", "(", ")", "<", ">", "{", "}", "[",
             "]", " ", "\t", "\n", "\r", "$(touch /tmp/vr-pwned)", "`touch /tmp/vr-pwned`", ";touch /tmp/vr-pwned;",

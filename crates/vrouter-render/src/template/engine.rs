@@ -333,10 +333,7 @@ impl PreparedTemplates {
             TemplateKind::Commands => verify::check_commands(text, &budget.prefix, written.len()),
         };
         match checked {
-            Ok(spans) => {
-                let values: Vec<String> = written.iter().map(|w| w.text.clone()).collect();
-                Ok(verify::substitute(text, &spans, &values))
-            }
+            Ok(spans) => Ok(verify::substitute(text, &spans, |i| written[i].text.as_str())),
             Err(refusal) => Err(self.refusal(&written[refusal.index], refusal.placement)),
         }
     }

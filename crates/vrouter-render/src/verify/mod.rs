@@ -95,7 +95,8 @@ impl fmt::Display for Placement {
             }
             Placement::CommandName => f.write_str("the name of a command; a value may only be an argument"),
             Placement::PartOfWord => f.write_str(
-                "joined with other text into one shell word; put it alone between spaces (it is quoted as needed)",
+                "joined with other text into one shell word; put it alone between spaces (it is quoted as needed), \
+                 or build the whole word inside one `{{ }}` with `~`",
             ),
             Placement::CasePattern => f.write_str("a `case` word or pattern"),
             Placement::LoopWord => f.write_str("a `for` loop word; loop over params with `{% for %}` instead"),
@@ -253,8 +254,10 @@ pub(crate) fn check_commands(text: &str, prefix: &str, count: usize) -> Result<V
             placement,
         });
     }
+    let mut accepted = reading.accepted;
+    accepted.sort_by_key(|r| r.start);
     for (span, index) in &sentinels.spans {
-        if reading.accepted.contains(span) {
+        if contains_span(&accepted, span) {
             continue;
         }
         let placement = reading
@@ -275,7 +278,7 @@ pub(crate) fn check_commands(text: &str, prefix: &str, count: usize) -> Result<V
 /// parsers read each as exactly the value token of a node.
 pub(crate) fn check_config(text: &str, prefix: &str, count: usize) -> Result<Vec<(Range<usize>, usize)>, Refusal> {
     let sentinels = Sentinels::find(text, prefix, count)?;
-    let Some((first, first_index)) = sentinels.spans.first().cloned() else {
+    let Some(&(_, first_index)) = sentinels.spans.first() else {
         return Ok(Vec::new());
     };
     let syntax = |message: String| Placement::Syntax { message, line: None };
@@ -294,13 +297,14 @@ pub(crate) fn check_config(text: &str, prefix: &str, count: usize) -> Result<Vec
             });
         }
     };
-    let _ = first;
     let mut v1_values = Vec::new();
     config_boot::value_spans(&v1, &mut v1_values);
+    v1_values.sort_by_key(|r| r.start);
     let mut cparse_values = Vec::new();
     config_boot::value_spans(&cparse, &mut cparse_values);
+    cparse_values.sort_by_key(|r| r.start);
     for (span, index) in &sentinels.spans {
-        if v1_values.contains(span) && cparse_values.contains(span) {
+        if contains_span(&v1_values, span) && contains_span(&cparse_values, span) {
             continue;
         }
         return Err(Refusal {
@@ -347,6 +351,13 @@ fn config_placement(
     }
 }
 
+/// Whether `sorted` (by start) holds exactly `span`.
+fn contains_span(sorted: &[Range<usize>], span: &Range<usize>) -> bool {
+    sorted
+        .binary_search_by_key(&span.start, |r| r.start)
+        .is_ok_and(|i| sorted[i] == *span)
+}
+
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()
@@ -356,13 +367,13 @@ pub(crate) fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// `text` with each sentinel span replaced by its value.
-pub(crate) fn substitute(text: &str, spans: &[(Range<usize>, usize)], values: &[String]) -> String {
-    let extra: usize = spans.iter().map(|(_, i)| values[*i].len()).sum();
+pub(crate) fn substitute<'v>(text: &str, spans: &[(Range<usize>, usize)], value: impl Fn(usize) -> &'v str) -> String {
+    let extra: usize = spans.iter().map(|(_, i)| value(*i).len()).sum();
     let mut out = String::with_capacity(text.len() + extra);
     let mut last = 0;
     for (span, index) in spans {
         out.push_str(&text[last..span.start]);
-        out.push_str(&values[*index]);
+        out.push_str(value(*index));
         last = span.end;
     }
     out.push_str(&text[last..]);

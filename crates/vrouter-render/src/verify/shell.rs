@@ -195,13 +195,13 @@ impl Reader<'_> {
         if c == b'\n' {
             return Ok(Tok::Newline);
         }
-        if self.at("<(") || self.at(">(") {
+        if !matches!(c, b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')') || self.at("<(") || self.at(">(") {
             return Ok(Tok::Word);
         }
-        if let Some(op) = OPERATORS.iter().find(|op| self.at(op)) {
-            return Ok(Tok::Op(op));
-        }
-        Ok(Tok::Word)
+        Ok(OPERATORS
+            .iter()
+            .find(|op| self.at(op))
+            .map_or(Tok::Word, |op| Tok::Op(op)))
     }
 
     /// The next token if it is a word at command position equal to `word`.
@@ -340,6 +340,11 @@ impl Reader<'_> {
     }
 
     fn pipeline(&mut self) -> Step {
+        // `!(…)` is a negation and a subshell without extglob, one pattern word
+        // with it: which one depends on a shell option, so it is not read.
+        if self.token()? == Tok::Word && self.at("!(") {
+            return self.not_analysed(self.pos, "an extended glob pattern");
+        }
         if self.at_word("!")? {
             self.pos += 1;
         }
@@ -369,11 +374,13 @@ impl Reader<'_> {
             Tok::Eof | Tok::Newline => return self.syntax(start, "a missing command"),
             Tok::Word => {}
         }
-        let word = self.word_text_here().unwrap_or_default().to_vec();
-        if let Some((_, what)) = NOT_ANALYSED.iter().find(|(w, _)| w.as_bytes() == word.as_slice()) {
+        let word_len = self.word_text_here().map_or(0, <[u8]>::len);
+        let s = self.s;
+        let word = &s[self.pos..self.pos + word_len];
+        if let Some((_, what)) = NOT_ANALYSED.iter().find(|(w, _)| w.as_bytes() == word) {
             return self.not_analysed(start, what);
         }
-        match word.as_slice() {
+        match word {
             b"{" => {
                 self.pos += 1;
                 self.list(&["}"])?;
@@ -511,6 +518,9 @@ impl Reader<'_> {
     /// Whether the word here is an I/O number (`2>`) or `{name}` before a
     /// redirection operator.
     fn io_number_here(&self) -> bool {
+        if !self.peek().is_some_and(|b| b.is_ascii_digit() || b == b'{') {
+            return false;
+        }
         let Some(word) = self.word_text_here() else {
             return false;
         };
@@ -590,7 +600,7 @@ impl Reader<'_> {
 
     fn simple_command(&mut self) -> Step {
         let mut name: Option<Range<usize>> = None;
-        let mut arguments = Vec::new();
+        let mut arguments: Vec<Range<usize>> = Vec::new();
         loop {
             match self.token()? {
                 Tok::Op(op) if REDIRECTIONS.contains(&op) => self.redirection(op)?,
@@ -602,7 +612,10 @@ impl Reader<'_> {
                 }
                 Tok::Word => {
                     let word = self.word()?;
-                    if name.is_some() {
+                    let before_redirection = matches!(self.peek(), Some(b'<' | b'>'));
+                    if name.is_some() && before_redirection {
+                        // Marked by `word`: never an accepted argument.
+                    } else if name.is_some() {
                         arguments.push(word);
                     } else if is_assignment(&self.s[word.clone()]) {
                         self.mark(word, ShellPlace::Assignment);
@@ -620,8 +633,9 @@ impl Reader<'_> {
             return Ok(());
         };
         self.mark(name.clone(), ShellPlace::CommandName);
-        let command = String::from_utf8_lossy(&self.s[name]).into_owned();
-        let allowed = ALLOWED_COMMANDS.contains(&command.as_str());
+        let s = self.s;
+        let command = &s[name];
+        let allowed = ALLOWED_COMMANDS.iter().any(|c| c.as_bytes() == command);
         for (index, argument) in arguments.into_iter().enumerate() {
             if !self.sentinels.is_exactly_one(argument.clone()) {
                 continue;
@@ -629,8 +643,9 @@ impl Reader<'_> {
             if self.substitutions > 0 {
                 self.mark(argument, ShellPlace::Substitution);
             } else if !allowed {
-                self.mark(argument, ShellPlace::ArgumentOf(command.clone()));
-            } else if command == "set" && index == 0 {
+                let command = String::from_utf8_lossy(command).into_owned();
+                self.mark(argument, ShellPlace::ArgumentOf(command));
+            } else if command == b"set" && index == 0 {
                 self.mark(argument, ShellPlace::FirstArgumentOfSet);
             } else {
                 self.accepted.push(argument);
@@ -679,6 +694,11 @@ impl Reader<'_> {
         let word = start..self.pos;
         if word.is_empty() {
             return self.syntax(start, "an empty word");
+        }
+        // A value right before `<` or `>` would become an I/O number (`2>`)
+        // when it is written as plain digits.
+        if matches!(self.peek(), Some(b'<' | b'>')) && self.sentinels.any_within(word.clone()) {
+            self.mark(word.clone(), ShellPlace::Redirection);
         }
         if !self.sentinels.is_exactly_one(word.clone()) {
             self.mark(word.clone(), ShellPlace::PartOfWord);
