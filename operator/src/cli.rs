@@ -85,6 +85,20 @@ pub enum Command {
         #[arg(long)]
         script: bool,
     },
+    /// Convert the VRouterTemplates of the given manifests (files or
+    /// directories of *.yaml) from the Go operator's text/template + sprig to
+    /// tera, and print the manifests (or rewrite them with --in-place). Fields
+    /// that are already tera, and every other object, are left as they are.
+    /// What has no tera form is reported with its file, object, field and
+    /// line:column, and nothing is written. Exit codes: 0 converted, 1 a
+    /// template could not be converted, 2 unreadable files.
+    Convert {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Rewrite the files instead of printing them.
+        #[arg(long)]
+        in_place: bool,
+    },
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod conditions;
 pub mod context;
+pub mod convert_manifests;
 pub mod http;
 pub mod leader;
 pub mod lookup_cache;

@@ -25,8 +25,10 @@ use vrouter_render::TemplateEngine;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    if let Some(Command::Render { paths, script }) = &args.command {
-        std::process::exit(render_offline(paths, *script));
+    match &args.command {
+        Some(Command::Render { paths, script }) => std::process::exit(render_offline(paths, *script)),
+        Some(Command::Convert { paths, in_place }) => std::process::exit(convert_manifests(paths, *in_place)),
+        None => {}
     }
     telemetry::init(args.log_format);
     let client = Client::try_default()
@@ -120,6 +122,53 @@ async fn shutdown_signal() {
 }
 
 /// `vrouter-operator render`: prints to stdout, problems to stderr.
+fn convert_manifests(paths: &[std::path::PathBuf], in_place: bool) -> i32 {
+    use vrouter_operator::convert_manifests::{EXIT_UNCONVERTIBLE, EXIT_UNREADABLE, convert_paths};
+    let outcome = match convert_paths(paths) {
+        Ok(outcome) => outcome,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return EXIT_UNREADABLE;
+        }
+    };
+    let mut problems = 0;
+    for (_, converted) in &outcome.files {
+        for note in &converted.notes {
+            eprintln!("{note}");
+        }
+        for problem in &converted.problems {
+            eprintln!("error: {problem}");
+        }
+        problems += converted.problems.len();
+    }
+    if problems > 0 {
+        eprintln!("error: {problems} construct(s) have no tera form; nothing was written");
+        return EXIT_UNCONVERTIBLE;
+    }
+    let fields: usize = outcome.files.iter().map(|(_, c)| c.fields).sum();
+    for (file, converted) in &outcome.files {
+        if in_place {
+            if converted.fields > 0
+                && let Err(e) = std::fs::write(file, &converted.text)
+            {
+                eprintln!("error: {}: {e}", file.display());
+                return EXIT_UNREADABLE;
+            }
+        } else {
+            if !converted.text.starts_with("---") {
+                println!("---");
+            }
+            println!("# Source: {}", file.display());
+            print!("{}", converted.text);
+        }
+    }
+    eprintln!(
+        "converted {fields} template field(s) in {} file(s)",
+        outcome.files.iter().filter(|(_, c)| c.fields > 0).count()
+    );
+    0
+}
+
 fn render_offline(paths: &[std::path::PathBuf], script: bool) -> i32 {
     let objects = match offline_render::load(paths) {
         Ok(objects) => objects,

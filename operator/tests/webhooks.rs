@@ -518,6 +518,53 @@ async fn template_syntax_is_checked_with_the_rendering_engine() {
     create::<VRouterTemplate>(&ns, template("fine")).await.unwrap();
 }
 
+/// The Go operator's users bring Go templates: admission says what they are,
+/// shows the tera form, and names the converter; what `vrouter-operator
+/// convert` writes is admitted.
+#[tokio::test]
+async fn a_go_template_is_refused_with_its_tera_form_and_admitted_once_converted() {
+    let ns = setup("wh-go-template").await;
+    let manifest = format!(
+        "apiVersion: vrouter.kojuro.date/v1\nkind: VRouterTemplate\nmetadata:\n  name: bgp\n  namespace: {}\n\
+         spec:\n  config: |\n    protocols {{\n        bgp {{{{ .asn }}}} {{\n        }}\n    }}\n  commands: |\n\
+         \x20   set system host-name '{{{{ .hostname }}}}'\n    {{{{- range .neighbors }}}}\n\
+         \x20   set protocols bgp {{{{ $.asn }}}} neighbor {{{{ .ip }}}} remote-as {{{{ .remoteAs }}}}\n    {{{{- end }}}}\n",
+        ns.name()
+    );
+    let go: VRouterTemplate = serde_yaml::from_str(&manifest).unwrap();
+    let refused = ns
+        .api::<VRouterTemplate>()
+        .create(&PostParams::default(), &go)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_mentions(
+        &refused,
+        &[
+            "spec.config: template `bgp` (config) at line 2, column 9: `{{ .asn }}` is Go template syntax",
+            "where it is `{{ asn }}`",
+            "spec.commands: template `bgp` (commands) at line 1, column 23: `{{ .hostname }}` is Go template syntax",
+            "vrouter-operator convert",
+        ],
+    );
+    // The command rewrites the file; the API server then takes it.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bgp.yaml");
+    std::fs::write(&file, &manifest).unwrap();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_vrouter-operator"))
+        .args(["convert", "--in-place"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let converted: VRouterTemplate = serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(converted.spec.config, "protocols {\n    bgp {{ asn }} {\n    }\n}\n");
+    ns.api::<VRouterTemplate>()
+        .create(&PostParams::default(), &converted)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_safe_opt_out_is_admitted_with_a_warning() {
     let ns = setup("wh-safe").await;

@@ -28,10 +28,13 @@ pub fn detect(source: &str, kind: TemplateKind) -> Option<GoSyntax> {
     let tag = first_go_tag(&nodes)?;
     let go = source[tag.span.clone()].to_owned();
     let tera = super::convert_mapped(source, kind).ok().and_then(|(conversion, map)| {
+        // What the tag became, possibly with the quotes around it or the word
+        // it was part of.
         let parts: Vec<&str> = map
             .iter()
-            .filter(|(_, g)| *g == tag.span)
+            .filter(|(out, g)| !out.is_empty() && g.start < tag.span.end && tag.span.start < g.end.max(g.start + 1))
             .map(|(out, _)| &conversion.tera[out.clone()])
+            .filter(|t| t.starts_with("{{") || t.starts_with("{%") || t.starts_with("{#"))
             .collect();
         (!parts.is_empty()).then(|| parts.concat())
     });

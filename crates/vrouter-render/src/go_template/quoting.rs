@@ -95,6 +95,7 @@ pub(crate) fn fix(pieces: Vec<Piece>, kind: TemplateKind) -> Result<(Vec<Piece>,
                                 state = State::Normal;
                                 if let Some(r) = region.take().filter(|r| r.outputs > 0) {
                                     // Lexing goes on in the text after the closing quote.
+                                    notes.push(quotes_removed(&pieces, &r));
                                     jump = Some(close(&mut pieces, r, (i, offset), kind)?);
                                     at_word_start = false;
                                     break;
@@ -107,6 +108,7 @@ pub(crate) fn fix(pieces: Vec<Piece>, kind: TemplateKind) -> Result<(Vec<Piece>,
                             } else if c == region.as_ref().map_or('"', |r| r.quote) {
                                 state = State::Normal;
                                 if let Some(r) = region.take().filter(|r| r.outputs > 0) {
+                                    notes.push(quotes_removed(&pieces, &r));
                                     jump = Some(close(&mut pieces, r, (i, offset), kind)?);
                                     at_word_start = false;
                                     break;
@@ -187,6 +189,22 @@ pub(crate) fn fix(pieces: Vec<Piece>, kind: TemplateKind) -> Result<(Vec<Piece>,
         }
     }
     Ok((pieces, notes))
+}
+
+/// The note for quotes the Go template wrote around values.
+fn quotes_removed(pieces: &[Piece], r: &Region) -> Removed {
+    let at = match &pieces[r.open.0] {
+        Piece::Text { go, .. } => go.start + r.open.1,
+        _ => 0,
+    };
+    (
+        at,
+        format!(
+            "the {} quotes written around the value were removed: values are quoted automatically \
+             (with Go's quoting a value holding that quote broke out of it)",
+            if r.quote == '\'' { "single" } else { "double" }
+        ),
+    )
 }
 
 /// Replaces the quoted region from `r.open` to the closing quote at `close_at`
