@@ -78,43 +78,39 @@ pub fn convert_text(file: &str, text: &str) -> Result<Converted, String> {
             Ok(v) => v,
             Err(e) => return Err(format!("{file}: {e}")),
         };
-        let is_template = value.get("apiVersion").and_then(Value::as_str)
-            == Some(VRouterTemplate::api_version(&()).as_ref())
-            && value.get("kind").and_then(Value::as_str) == Some(VRouterTemplate::kind(&()).as_ref());
-        if !is_template {
+        // `kubectl get vroutertemplates -o yaml` writes a List.
+        if value.get("kind").and_then(Value::as_str) == Some("List")
+            && let Some(items) = value.get("items").and_then(Value::as_array)
+        {
+            let mut list = value.clone();
+            let mut changed = 0;
+            for (i, item) in items.iter().enumerate() {
+                if is_template(item) {
+                    let (changes, findings) = convert_object(&engine, file, item);
+                    out.notes.extend(findings.notes);
+                    out.problems.extend(findings.problems);
+                    for (field, new) in changes {
+                        list["items"][i]["spec"][field] = Value::String(new);
+                        changed += 1;
+                    }
+                }
+            }
+            if changed == 0 {
+                out.text.push_str(document);
+            } else {
+                out.fields += changed;
+                out.text.push_str(&rewrite_whole(document, &list, &[])?);
+            }
+            continue;
+        }
+        if !is_template(&value) {
             out.text.push_str(document);
             continue;
         }
-        let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-        let namespace = value
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default");
-        let object = format!("VRouterTemplate {namespace}/{name}");
-        let at = |field: &str, message: String| Finding {
-            file: file.to_owned(),
-            object: object.clone(),
-            field: Some(format!("spec.{field}")),
-            message,
-        };
-        let mut changes: Vec<(&'static str, String)> = Vec::new();
-        for (field, kind) in [("config", TemplateKind::Config), ("commands", TemplateKind::Commands)] {
-            let Some(source) = value.pointer(&format!("/spec/{field}")).and_then(Value::as_str) else {
-                continue;
-            };
-            // Already tera (or plain text): nothing to do.
-            if engine.check(name, kind, source).is_ok() {
-                continue;
-            }
-            match convert(source, kind) {
-                Ok(conversion) => {
-                    out.notes
-                        .extend(conversion.notes.iter().map(|n| at(field, format!("note: {n}"))));
-                    changes.push((field, conversion.tera));
-                }
-                Err(e) => out.problems.extend(e.problems.iter().map(|p| at(field, p.to_string()))),
-            }
-        }
+        let (changes, findings) = convert_object(&engine, file, &value);
+        out.notes.extend(findings.notes);
+        out.problems.extend(findings.problems);
+        let object = object_name(&value);
         if changes.is_empty() {
             out.text.push_str(document);
             continue;
@@ -125,7 +121,7 @@ pub fn convert_text(file: &str, text: &str) -> Result<Converted, String> {
             None => {
                 out.notes.push(Finding {
                     file: file.to_owned(),
-                    object: object.clone(),
+                    object,
                     field: None,
                     message: "note: the document was written anew from its parsed form (its comments and \
                               layout are not kept)"
@@ -136,6 +132,61 @@ pub fn convert_text(file: &str, text: &str) -> Result<Converted, String> {
         }
     }
     Ok(out)
+}
+
+fn is_template(value: &Value) -> bool {
+    value.get("apiVersion").and_then(Value::as_str) == Some(VRouterTemplate::api_version(&()).as_ref())
+        && value.get("kind").and_then(Value::as_str) == Some(VRouterTemplate::kind(&()).as_ref())
+}
+
+fn object_name(value: &Value) -> String {
+    let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let namespace = value
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    format!("VRouterTemplate {namespace}/{name}")
+}
+
+#[derive(Default)]
+struct Findings {
+    problems: Vec<Finding>,
+    notes: Vec<Finding>,
+}
+
+/// The converted fields of one VRouterTemplate (those that are Go templates).
+fn convert_object(engine: &TemplateEngine, file: &str, value: &Value) -> (Vec<(&'static str, String)>, Findings) {
+    let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let object = object_name(value);
+    let at = |field: &str, message: String| Finding {
+        file: file.to_owned(),
+        object: object.clone(),
+        field: Some(format!("spec.{field}")),
+        message,
+    };
+    let mut findings = Findings::default();
+    let mut changes = Vec::new();
+    for (field, kind) in [("config", TemplateKind::Config), ("commands", TemplateKind::Commands)] {
+        let Some(source) = value.pointer(&format!("/spec/{field}")).and_then(Value::as_str) else {
+            continue;
+        };
+        // Already tera (or plain text): nothing to do.
+        if engine.check(name, kind, source).is_ok() {
+            continue;
+        }
+        match convert(source, kind) {
+            Ok(conversion) => {
+                findings
+                    .notes
+                    .extend(conversion.notes.iter().map(|n| at(field, format!("note: {n}"))));
+                changes.push((field, conversion.tera));
+            }
+            Err(e) => findings
+                .problems
+                .extend(e.problems.iter().map(|p| at(field, p.to_string()))),
+        }
+    }
+    (changes, findings)
 }
 
 /// The documents of a YAML stream, each with its separator line and trailing
@@ -342,6 +393,16 @@ mod tests {
         let value: Value = serde_yaml::from_str(&out.text).unwrap();
         assert_eq!(value["spec"]["commands"], "set x {{ y }}");
         assert!(out.notes[0].message.contains("written anew"), "{:?}", out.notes);
+    }
+
+    #[test]
+    fn a_kubectl_export_list_has_its_templates_converted() {
+        let text = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: vrouter.kojuro.date/v1\n  kind: VRouterTemplate\n  metadata: {name: a, namespace: net}\n  spec: {commands: \"set x {{ .y }}\"}\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: b}\n";
+        let out = convert_text("list.yaml", text).unwrap();
+        assert_eq!(out.fields, 1);
+        let value: Value = serde_yaml::from_str(&out.text).unwrap();
+        assert_eq!(value["items"][0]["spec"]["commands"], "set x {{ y }}");
+        assert_eq!(value["items"][1]["metadata"]["name"], "b");
     }
 
     #[test]

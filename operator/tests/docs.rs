@@ -666,8 +666,31 @@ impl Checker {
             "cargo" => self.check_cargo(args),
             "kubectl" => self.check_kubectl(args),
             "helm" => self.check_helm(args),
+            "vrouter-operator" => check_operator_cli(args),
             other => Err(format!("`{other}` is not a command any test runs")),
         }
+    }
+}
+
+/// `vrouter-operator convert|render [flag] PATH…`: the subcommands a user runs
+/// on their own manifests, with the flags the tests run them with.
+fn check_operator_cli(args: &[String]) -> Result<(), String> {
+    const TEST: &str = "operator/tests/convert_manifests.rs";
+    let (subcommand, rest) = args.split_first().ok_or("vrouter-operator without a subcommand")?;
+    let (flags, paths): (Vec<&String>, Vec<&String>) = rest.iter().partition(|a| a.starts_with('-'));
+    if paths.is_empty() {
+        return Err(format!("vrouter-operator {subcommand} without a file or directory"));
+    }
+    let flags: Vec<&str> = flags.iter().map(|f| f.as_str()).collect();
+    match (subcommand.as_str(), flags.as_slice()) {
+        ("convert", []) => proven_by(TEST, "operator(&[\"convert\"]"),
+        ("convert", ["--in-place"]) => proven_by(TEST, "operator(&[\"convert\", \"--in-place\"]"),
+        ("render", []) => proven_by(TEST, "operator(&[\"render\"]"),
+        ("render", ["--script"]) => proven_by("operator/tests/offline_render.rs", "[\"render\", \"--script\"]"),
+        (subcommand, flags) => Err(format!(
+            "vrouter-operator {subcommand} {}: the tests run `convert [--in-place]` and `render [--script]` only",
+            flags.join(" ")
+        )),
     }
 }
 
@@ -1125,6 +1148,8 @@ fn only_commands_a_test_runs_are_accepted() {
         "export KUBECONFIG=/tmp/demo/kubeconfig",
         "KUBECONFIG=/tmp/demo/kubeconfig kubectl get vrouterconfigs -A",
         "helm install vrouter-operator deploy/helm/vrouter-operator -n vrouter-system --create-namespace",
+        "vrouter-operator convert --in-place manifests/",
+        "vrouter-operator render site-a.yaml site-b.yaml",
     ] {
         assert!(c.check_command(ok).is_ok(), "{ok}: {:?}", c.check_command(ok));
     }
@@ -1141,6 +1166,9 @@ fn only_commands_a_test_runs_are_accepted() {
             "no value \"nonsense\"",
         ),
         ("kubectl get vrc | grep x", "pipes"),
+        ("vrouter-operator convert --force x.yaml", "`convert [--in-place]`"),
+        ("vrouter-operator convert", "without a file"),
+        ("vrouter-operator serve x", "`convert [--in-place]`"),
         ("KUBECONFIG=/tmp/k kubectl get vrc -l x=y", "label \"x\""),
     ] {
         let err = c.check_command(bad).expect_err(bad);
