@@ -44,7 +44,9 @@ pub struct Args {
     #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
 
-    #[arg(long, env = "LEASE_NAME", default_value = "vrouter-operator")]
+    /// Name of the Lease; by default the Go vrouter-operator's, so that the
+    /// two never lead at once in one namespace.
+    #[arg(long, env = "LEASE_NAME", default_value = crate::leader::DEFAULT_LEASE_NAME)]
     pub lease_name: String,
 
     /// Namespace of the Lease; the pod's own namespace in a cluster.
@@ -111,6 +113,7 @@ mod tests {
         assert!(args.enable_webhooks && args.leader_elect);
         assert_eq!(args.apply_timeout, Duration::from_secs(300));
         assert_eq!(args.lease_duration, Duration::from_secs(15));
+        assert_eq!(args.lease_name, "d9121dda.kojuro.date", "the Go operator's Lease");
     }
 
     #[test]

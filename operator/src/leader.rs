@@ -9,6 +9,11 @@ use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// The Lease name by default: the Go vrouter-operator's (its controller-runtime
+/// `LeaderElectionID`). Replicas of both operators in one namespace then
+/// compete for one Lease, so during a migration only one of them reconciles.
+pub const DEFAULT_LEASE_NAME: &str = "d9121dda.kojuro.date";
+
 /// Settings of the election.
 #[derive(Clone, Debug)]
 pub struct Election {

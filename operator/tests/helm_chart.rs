@@ -203,6 +203,26 @@ fn a_webhook_without_cert_manager_or_a_ca_is_refused_at_render_time() {
     assert!(!kinds(&objects).contains(&"ValidatingWebhookConfiguration".to_owned()));
 }
 
+/// The Lease is the Go operator's by default, so the two exclude each other
+/// in one namespace during a migration; a value gives a release its own.
+#[test]
+fn the_lease_is_the_go_operators_unless_a_value_names_another() {
+    let lease_name = |sets: &[&str]| {
+        let objects = template("vrouter-operator-system", sets).unwrap();
+        let env_vars =
+            one(&objects, "Deployment", "vrouter-operator")["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+        env_vars
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "LEASE_NAME")
+            .map(|e| e["value"].clone())
+            .unwrap_or_else(|| panic!("no LEASE_NAME in {env_vars:#?}"))
+    };
+    assert_eq!(lease_name(&[]), vrouter_operator::leader::DEFAULT_LEASE_NAME);
+    assert_eq!(lease_name(&["leaderElection.leaseName=site-a"]), "site-a");
+}
+
 #[tokio::test]
 async fn the_plain_manifests_are_accepted_too() {
     let env = TestEnv::shared().await;
