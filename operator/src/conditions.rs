@@ -74,7 +74,7 @@ mod tests {
     #[test]
     fn adds_a_missing_condition_stamped_now() {
         let mut conditions = Vec::new();
-        assert!(set(&mut conditions, applied(true, "ApplySucceeded"), at(10)));
+        assert!(set(&mut conditions, applied(true, "ConfigApplied"), at(10)));
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].status, "True");
         assert_eq!(conditions[0].last_transition_time, Time(at(10)));
@@ -83,8 +83,8 @@ mod tests {
     #[test]
     fn an_identical_condition_is_no_change() {
         let mut conditions = Vec::new();
-        set(&mut conditions, applied(true, "ApplySucceeded"), at(10));
-        assert!(!set(&mut conditions, applied(true, "ApplySucceeded"), at(20)));
+        set(&mut conditions, applied(true, "ConfigApplied"), at(10));
+        assert!(!set(&mut conditions, applied(true, "ConfigApplied"), at(20)));
         assert_eq!(conditions[0].last_transition_time, Time(at(10)));
     }
 
@@ -92,13 +92,13 @@ mod tests {
     fn transition_time_moves_only_when_status_flips() {
         let mut conditions = Vec::new();
         set(&mut conditions, applied(false, "Applying"), at(10));
-        assert!(set(&mut conditions, applied(false, "ApplyFailed"), at(20)));
+        assert!(set(&mut conditions, applied(false, "ConfigFailed"), at(20)));
         assert_eq!(
             conditions[0].last_transition_time,
             Time(at(10)),
             "same status, new reason"
         );
-        assert!(set(&mut conditions, applied(true, "ApplySucceeded"), at(30)));
+        assert!(set(&mut conditions, applied(true, "ConfigApplied"), at(30)));
         assert_eq!(conditions[0].last_transition_time, Time(at(30)));
         assert_eq!(conditions.len(), 1);
     }

@@ -50,7 +50,7 @@ async fn a_binding_over_three_targets_merges_three_layers_and_applies_everywhere
         let config_name = format!("edge.{name}");
         let (phase, applied, message) = final_phase(&configs, &config_name, Duration::from_secs(60)).await;
         assert_eq!(phase, Phase::Applied, "{config_name}: {message}");
-        assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));
+        assert_eq!(applied, Some(("True".into(), "ConfigApplied".into())));
         let config = configs.get(&config_name).await.unwrap();
         // paramsRefs in order, then the binding, then the target.
         let asn = 4_200_000_000u64 + i as u64;
@@ -88,7 +88,7 @@ async fn a_set_failure_with_exit_zero_is_failed() {
     let configs = ns.api::<VRouterConfig>();
     let (phase, applied, message) = final_phase(&configs, "direct", Duration::from_secs(60)).await;
     assert_eq!(phase, Phase::Failed);
-    assert_eq!(applied, Some(("False".into(), "ApplyFailed".into())));
+    assert_eq!(applied, Some(("False".into(), "ConfigFailed".into())));
     assert!(message.contains("Set failed"), "{message}");
 }
 
@@ -124,7 +124,7 @@ async fn a_script_that_cannot_be_built_fails_at_once_instead_of_retrying() {
     let configs = ns.api::<VRouterConfig>();
     let (phase, applied, message) = final_phase(&configs, "nul", Duration::from_secs(60)).await;
     assert_eq!(phase, Phase::Failed);
-    assert_eq!(applied, Some(("False".into(), "ApplyFailed".into())));
+    assert_eq!(applied, Some(("False".into(), "ConfigFailed".into())));
     assert!(message.contains("NUL byte"), "{message}");
     let calls = site.routers["r1"].sandbox.calls();
     assert!(calls.is_empty(), "nothing ran in the guest's vbash: {calls:?}");
@@ -174,7 +174,7 @@ async fn a_binding_applies_through_the_real_vrouter_daemon_server_and_agent() {
     let configs = ns.api::<VRouterConfig>();
     let (phase, applied, message) = final_phase(&configs, "edge.metal-1", Duration::from_secs(90)).await;
     assert_eq!(phase, Phase::Applied, "{message}\nagent log:\n{}", agent.log());
-    assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));
+    assert_eq!(applied, Some(("True".into(), "ConfigApplied".into())));
     let config = configs.get("edge.metal-1").await.unwrap();
     // The real agent's script loaded exactly the rendered config, then ran
     // the rendered commands, committed and saved.
@@ -249,7 +249,7 @@ async fn a_daemon_config_without_save_fails_at_once_and_nothing_runs_on_the_rout
     let configs = ns.api::<VRouterConfig>();
     let (phase, applied, message) = final_phase(&configs, "d3", Duration::from_secs(60)).await;
     assert_eq!(phase, Phase::Failed);
-    assert_eq!(applied, Some(("False".into(), "ApplyFailed".into())));
+    assert_eq!(applied, Some(("False".into(), "ConfigFailed".into())));
     assert!(message.contains("always runs `save`"), "{message}");
     assert_eq!(
         agent.sandbox().calls(),
@@ -290,7 +290,7 @@ async fn a_daemon_server_killed_mid_apply_is_applied_again_once_it_is_back() {
     daemon.restart_server();
     let (phase, applied, message) = final_phase(&configs, "d2", Duration::from_secs(90)).await;
     assert_eq!(phase, Phase::Applied, "{message}");
-    assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));
+    assert_eq!(applied, Some(("True".into(), "ConfigApplied".into())));
     let calls = agent.sandbox().calls();
     assert_eq!(calls.iter().filter(|c| *c == "save").count(), 2, "{calls:?}");
 }

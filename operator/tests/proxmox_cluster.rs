@@ -6,8 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use vrouter_api::{Phase, ProxmoxCluster, VRouterConfig, VRouterTarget};
 use vrouter_operator::context::Settings;
@@ -98,22 +99,67 @@ async fn the_node_is_tracked_and_cleared_and_synced_is_reported() {
     assert_eq!(node_of(ns, "r1").await.as_deref(), Some(""));
     assert_eq!(node_of(ns, "r2").await.as_deref(), Some("pve2"));
 
-    // Rejected credentials: SyncFailed, and the message never carries the token.
+    // Rejected credentials: FetchFailed (the Go operator's reason), and the
+    // message never carries the token.
     site.pve.set_token("other@pve!x", "another-secret");
     force_sync(ns).await;
-    let (status, reason, message) = wait_for("SyncFailed", Duration::from_secs(30), || async {
-        synced(&cluster(ns).await).filter(|(s, _, _)| s == "False")
-    })
-    .await;
-    assert_eq!(reason, "SyncFailed");
-    assert_eq!(status, "False");
-    assert!(!message.is_empty());
-    assert!(!message.contains(TOKEN_SECRET), "{message}");
+    let message = sync_failed(ns, "FetchFailed").await;
+    assert!(message.contains("/cluster/resources"), "{message}");
     assert_eq!(
         node_of(ns, "r2").await.as_deref(),
         Some("pve2"),
         "a failed sync changes no target"
     );
+
+    // A Secret without the token id: InvalidCredentials, naming the key.
+    let secrets = ns.api::<Secret>();
+    secrets
+        .patch(
+            "pve-token",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"api-token-id": null}})),
+        )
+        .await
+        .unwrap();
+    poke(ns).await;
+    let message = sync_failed(ns, "InvalidCredentials").await;
+    assert!(message.contains("api-token-id"), "{message}");
+    // No Secret at all: CredentialsNotFound, naming it.
+    secrets.delete("pve-token", &DeleteParams::default()).await.unwrap();
+    poke(ns).await;
+    let message = sync_failed(ns, "CredentialsNotFound").await;
+    assert!(message.contains("pve-token"), "{message}");
+}
+
+/// Brings the cluster to its controller now: after a failed sync,
+/// `lastSyncTime` is already unset (so `force_sync` changes nothing) and the
+/// next try is a whole interval away; Secrets are not watched.
+async fn poke(ns: &TestNamespace) {
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        .to_string();
+    ns.api::<ProxmoxCluster>()
+        .patch(
+            "pve",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"test/poke": at}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits for `Synced=False` with `reason`; its message, checked free of the
+/// token.
+async fn sync_failed(ns: &TestNamespace, reason: &str) -> String {
+    let (_, _, message) = wait_for(&format!("Synced=False/{reason}"), Duration::from_secs(30), || async {
+        synced(&cluster(ns).await).filter(|(s, r, _)| s == "False" && r == reason)
+    })
+    .await;
+    assert!(!message.is_empty());
+    assert!(!message.contains(TOKEN_SECRET), "{message}");
+    message
 }
 
 fn sets(site: &Site) -> usize {
@@ -219,7 +265,7 @@ async fn one_re_apply_per_reboot(site: &Site, set_uptime: impl Fn(Duration)) {
         assert_eq!(sets(site), before + 1, "still exactly one re-apply");
         let (phase, applied, _) = config_phase(&configs, "direct").await.unwrap();
         assert_eq!(phase, Phase::Applied);
-        assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));
+        assert_eq!(applied, Some(("True".into(), "ConfigApplied".into())));
     };
     tokio::select! {
         _ = ticker => unreachable!("the ticker never ends"),

@@ -218,7 +218,7 @@ async fn binding_applies<T: Transport>(rig: &Rig<T>, host_name: &str, asn: u64) 
     let configs = rig.ns.api::<VRouterConfig>();
     let (phase, applied, message) = final_phase(&configs, &name, Duration::from_secs(180)).await;
     assert_eq!(phase, Phase::Applied, "{message}");
-    assert_eq!(applied, Some(("True".into(), "ApplySucceeded".into())));
+    assert_eq!(applied, Some(("True".into(), "ConfigApplied".into())));
     let config = configs.get(&name).await.unwrap();
     assert!(config.spec.config.contains(&format!("host-name {host_name}")));
     assert_eq!(
@@ -546,7 +546,7 @@ async fn agent_frozen_mid_apply<T: Transport>(rig: &Rig<T>) {
             .then_some(applied)
     })
     .await;
-    assert_eq!(applied_again, ("True".into(), "ApplySucceeded".into()));
+    assert_eq!(applied_again, ("True".into(), "ConfigApplied".into()));
     assert!(String::from_utf8_lossy(&rig.view.config_boot().await.unwrap()).contains("host-name thawed"));
 }
 

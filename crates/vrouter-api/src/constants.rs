@@ -29,7 +29,9 @@ pub mod condition {
 }
 
 /// Condition reasons. Each one is documented in `docs/operations.md` with what
-/// to do about it.
+/// to do about it. Where the Go vrouter-operator has a reason for the same
+/// outcome, it is its name (automation written for it keeps working); more
+/// detail goes in the condition's message.
 pub mod reason {
     pub const RECONCILE_SUCCEEDED: &str = "ReconcileSucceeded";
     pub const RECONCILE_ERROR: &str = "ReconcileError";
@@ -38,15 +40,24 @@ pub mod reason {
     /// An apply has been dispatched and is running.
     pub const APPLYING: &str = "Applying";
     /// The apply script exited 0 with no failure marker.
-    pub const APPLY_SUCCEEDED: &str = "ApplySucceeded";
-    /// The apply script exited non-zero or printed a failure marker.
-    pub const APPLY_FAILED: &str = "ApplyFailed";
+    pub const CONFIG_APPLIED: &str = "ConfigApplied";
+    /// The apply script exited non-zero or printed a failure marker, or the
+    /// script could not be built or delivered.
+    pub const CONFIG_FAILED: &str = "ConfigFailed";
     /// The apply did not finish within the apply timeout.
     pub const APPLY_TIMEOUT: &str = "ApplyTimeout";
     /// A previously applied router stopped answering readiness checks.
     pub const ROUTER_NOT_READY: &str = "RouterNotReady";
     pub const SYNC_SUCCEEDED: &str = "SyncSucceeded";
+    /// VRouterStatus: the router's config could not be read.
     pub const SYNC_FAILED: &str = "SyncFailed";
+    /// ProxmoxCluster: the credentials Secret could not be read.
+    pub const CREDENTIALS_NOT_FOUND: &str = "CredentialsNotFound";
+    /// ProxmoxCluster: the Secret lacks a token key, or a value is not a token.
+    pub const INVALID_CREDENTIALS: &str = "InvalidCredentials";
+    /// ProxmoxCluster: `/cluster/resources` could not be read (no endpoint
+    /// answered, or the token was refused).
+    pub const FETCH_FAILED: &str = "FetchFailed";
     /// The router's startup config changed outside the operator; the
     /// VRouterConfig is applied again (also a warning event).
     pub const DRIFT_DETECTED: &str = "DriftDetected";

@@ -20,7 +20,7 @@ use crate::refs::{NameRef, SecretKeyRef};
     derive = "PartialEq",
     derive = "Default",
     printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".spec.provider.type"}"#,
-    printcolumn = r#"{"name":"Running","type":"boolean","jsonPath":".status.vmRunning"}"#,
+    printcolumn = r#"{"name":"VM Running","type":"boolean","jsonPath":".status.vmRunning"}"#,
     printcolumn = r#"{"name":"Node","type":"string","jsonPath":".status.proxmoxNode","priority":1}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]

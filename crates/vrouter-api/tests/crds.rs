@@ -225,7 +225,8 @@ fn short_names_and_printer_columns() {
         (
             "vroutertargets",
             &["vrt", "vroutertarget"],
-            &["Provider", "Running", "Node", "Age"],
+            // `VM Running` as the Go operator names it.
+            &["Provider", "VM Running", "Node", "Age"],
         ),
         (
             "vrouterbindings",

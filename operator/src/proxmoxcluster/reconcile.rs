@@ -14,7 +14,7 @@ use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{FINALIZER, condition, reason};
 use vrouter_api::proxmox_cluster::{SECRET_KEY_TOKEN_ID, SECRET_KEY_TOKEN_SECRET};
 use vrouter_api::{ProxmoxCluster, VRouterTarget};
-use vrouter_providers::factory::proxmox_cluster_client;
+use vrouter_providers::factory::{proxmox_cluster_client, proxmox_token};
 use vrouter_providers::{FactoryContext, ProviderError};
 
 use super::decide::{self, VmResource};
@@ -38,9 +38,12 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
-/// Why a sync could not read the cluster; the text goes into the Synced
-/// condition, already free of credentials.
-struct SyncFailure(String);
+/// Why a sync could not read the cluster: the Synced condition's reason (the
+/// Go operator's three) and its message, already free of credentials.
+struct SyncFailure {
+    reason: &'static str,
+    message: String,
+}
 
 pub async fn reconcile(cluster: Arc<ProxmoxCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
@@ -105,12 +108,12 @@ async fn reconcile_inner(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Acti
                 observed_generation: cluster.metadata.generation,
             }
         }
-        Err(SyncFailure(message)) => {
-            tracing::warn!(cluster = %name, %message, "ProxmoxCluster sync failed");
+        Err(SyncFailure { reason, message }) => {
+            tracing::warn!(cluster = %name, %reason, %message, "ProxmoxCluster sync failed");
             Wanted {
                 type_: condition::SYNCED,
                 status: false,
-                reason: reason::SYNC_FAILED,
+                reason,
                 message: message.clone(),
                 observed_generation: cluster.metadata.generation,
             }
@@ -127,20 +130,34 @@ async fn reconcile_inner(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Acti
 async fn read_cluster(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Vec<VmResource>, SyncFailure> {
     let namespace = cluster.namespace().unwrap_or_default();
     let secret_name = &cluster.spec.credentials_ref.name;
+    let not_found = |message: String| SyncFailure {
+        reason: reason::CREDENTIALS_NOT_FOUND,
+        message,
+    };
     let secret = Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
         .get_opt(secret_name)
         .await
-        .map_err(|e| SyncFailure(format!("reading credentials Secret {namespace}/{secret_name}: {e}")))?
-        .ok_or_else(|| SyncFailure(format!("credentials Secret {namespace}/{secret_name} not found")))?;
+        .map_err(|e| not_found(format!("reading credentials Secret {namespace}/{secret_name}: {e}")))?
+        .ok_or_else(|| not_found(format!("credentials Secret {namespace}/{secret_name} not found")))?;
     let secrets = secret_values(&secret);
     let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
-    let failed = |context: &str, e: ProviderError| SyncFailure(decide::redact(&format!("{context}: {e}"), &secrets));
+    let failed = |reason, context: &str, e: ProviderError| SyncFailure {
+        reason,
+        message: decide::redact(&format!("{context}: {e}"), &secrets),
+    };
+    proxmox_token(&secret).map_err(|e| {
+        failed(
+            reason::INVALID_CREDENTIALS,
+            &format!("credentials Secret {namespace}/{secret_name}"),
+            e,
+        )
+    })?;
     let client = proxmox_cluster_client(cluster, &secret, &FactoryContext::default())
-        .map_err(|e| failed("building the Proxmox client", e))?;
+        .map_err(|e| failed(reason::FETCH_FAILED, "building the Proxmox client", e))?;
     let vms = client
         .vms()
         .await
-        .map_err(|e| failed("listing /cluster/resources", e))?;
+        .map_err(|e| failed(reason::FETCH_FAILED, "listing /cluster/resources", e))?;
     Ok(vms
         .into_iter()
         .map(|vm| VmResource {

@@ -292,7 +292,7 @@ pub fn on_exec_polled(status: &VRouterConfigStatus, clock: Clock, poll: Poll) ->
             let reason = if timed_out {
                 reason::APPLY_TIMEOUT
             } else {
-                reason::APPLY_FAILED
+                reason::CONFIG_FAILED
             };
             failed_step(
                 status,
@@ -308,19 +308,19 @@ pub fn on_exec_polled(status: &VRouterConfigStatus, clock: Clock, poll: Poll) ->
             if failed {
                 let detail = failure.map(|f| format!(": {f}")).unwrap_or_default();
                 let message = format!("apply script exited with code {code}{detail}");
-                failed_step(status, reason::APPLY_FAILED, message, clock.now)
+                failed_step(status, reason::CONFIG_FAILED, message, clock.now)
             } else {
                 status.phase = Phase::Applied;
                 status.message = String::new();
                 status.last_applied_time = Some(Time(clock.now));
-                set_applied(&mut status, true, reason::APPLY_SUCCEEDED, String::new(), clock.now);
+                set_applied(&mut status, true, reason::CONFIG_APPLIED, String::new(), clock.now);
                 let note = format!("applied generation {}", status.observed_generation);
                 Step {
                     status,
                     next: Next::Done,
                     event: Some(Event {
                         warning: false,
-                        reason: reason::APPLY_SUCCEEDED,
+                        reason: reason::CONFIG_APPLIED,
                         note,
                     }),
                 }
@@ -429,7 +429,7 @@ pub fn on_dispatch_failed(
     }
     if permanent {
         let message = format!("apply could not be started: {error}");
-        return failed_step(status, reason::APPLY_FAILED, message, clock.now);
+        return failed_step(status, reason::CONFIG_FAILED, message, clock.now);
     }
     let message = format!("apply could not be started within {:?}: {error}", clock.apply_timeout);
     failed_step(status, reason::APPLY_TIMEOUT, message, clock.now)

@@ -32,7 +32,7 @@ fn applied() -> VRouterConfigStatus {
         last_applied_time: Some(time(0)),
         ..Default::default()
     };
-    set_applied(&mut s, true, reason::APPLY_SUCCEEDED, String::new(), at(0));
+    set_applied(&mut s, true, reason::CONFIG_APPLIED, String::new(), at(0));
     s
 }
 
@@ -190,7 +190,7 @@ fn step4_other_error_past_timeout_fails_with_apply_timeout_and_the_error() {
 
 #[test]
 fn step4_an_apply_that_ended_without_a_result_fails_at_once() {
-    for (timed_out, why) in [(true, reason::APPLY_TIMEOUT), (false, reason::APPLY_FAILED)] {
+    for (timed_out, why) in [(true, reason::APPLY_TIMEOUT), (false, reason::CONFIG_FAILED)] {
         let step = on_exec_polled(
             &applying(),
             clock(5),
@@ -223,7 +223,7 @@ fn step4_exit_zero_without_marker_is_applied_for_the_dispatched_generation() {
     assert_eq!(step.status.last_applied_time, Some(time(2)));
     assert_eq!(
         applied_condition(&step.status),
-        ("True".into(), reason::APPLY_SUCCEEDED.into(), Some(4))
+        ("True".into(), reason::CONFIG_APPLIED.into(), Some(4))
     );
     assert_eq!(step.next, Next::Done);
     assert!(!step.event.unwrap().warning);
@@ -247,7 +247,7 @@ fn step4_nonzero_exit_or_failure_marker_is_failed() {
         assert_eq!(step.status.phase, Phase::Failed, "{code} {failure:?}");
         assert_eq!(
             applied_condition(&step.status),
-            ("False".into(), reason::APPLY_FAILED.into(), Some(4))
+            ("False".into(), reason::CONFIG_FAILED.into(), Some(4))
         );
         assert!(step.status.message.contains(&format!("code {code}")));
         if let Some(f) = failure {
