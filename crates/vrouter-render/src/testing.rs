@@ -54,9 +54,11 @@ pub enum StubEvent {
     },
 }
 
-/// Reads the NUL-framed records [`VYATTA_STUBS`] and [`SG_STUB`] write.
+/// Reads the NUL-framed records [`VYATTA_STUBS`] and [`SG_STUB`] write (the stubs
+/// write each newline of a field as the byte 0xFF, which UTF-8 text never holds).
 pub fn parse_stub_log(bytes: &[u8]) -> Result<Vec<StubEvent>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("stub log is not UTF-8: {e}"))?;
+    let bytes: Vec<u8> = bytes.iter().map(|&b| if b == 0xFF { b'\n' } else { b }).collect();
+    let text = std::str::from_utf8(&bytes).map_err(|e| format!("stub log is not UTF-8: {e}"))?;
     let Some(body) = text.strip_suffix('\0') else {
         return if text.is_empty() {
             Ok(Vec::new())

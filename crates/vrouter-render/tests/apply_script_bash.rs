@@ -226,3 +226,30 @@ fn run_as_a_file_with_bash_env_the_stubs_see_the_same_as_in_the_harness() {
     assert_eq!(as_file.calls(), in_harness.calls());
     assert_eq!(as_file.loaded(), in_harness.loaded());
 }
+
+#[test]
+fn records_written_at_once_by_both_sides_of_pipelines_stay_whole() {
+    // Both sides of each pipeline log a call holding newlines at the same moment;
+    // a record cut by another's breaks the log's framing or changes an argument.
+    // (With the stubs writing newlines as they are, three runs out of three failed.)
+    const PIPELINES: usize = 1_000;
+    let script =
+        format!("for ((i = 0; i < {PIPELINES}; i++)); do set a $'x\\ny\\nz\\n\\\\' | set b $'\\n\\n\\n'; done\n");
+    let run = BashHarness::start().unwrap().run(&script).unwrap();
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let mut counts = std::collections::BTreeMap::new();
+    for call in run.calls() {
+        *counts.entry(call).or_insert(0) += 1;
+    }
+    let expected = std::collections::BTreeMap::from([
+        (("set", vec!["a", "x\ny\nz\n\\"]), PIPELINES),
+        (("set", vec!["b", "\n\n\n"]), PIPELINES),
+    ]);
+    assert_eq!(counts, expected);
+    let traced_sets = run
+        .traced_command_names()
+        .iter()
+        .filter(|(_, name)| *name == "set")
+        .count();
+    assert_eq!(traced_sets, 2 * PIPELINES);
+}
