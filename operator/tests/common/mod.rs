@@ -3,6 +3,7 @@
 //! the operator's controllers running for it.
 #![allow(dead_code)]
 
+pub mod replica;
 pub mod requests;
 pub mod shipped_rbac;
 

@@ -1,0 +1,73 @@
+//! Operator replicas for the leader-election tests: each competes for a
+//! Lease and runs the controllers while it leads, as `main` does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use vrouter_api::{Phase, VRouterConfig};
+use vrouter_operator::context::{Context, Settings};
+use vrouter_operator::leader::{self, Candidate, Election};
+use vrouter_operator::metrics::{ControllerLabels, Metrics};
+use vrouter_operator::run::{self, Ended};
+use vrouter_test_apiserver::TestEnv;
+
+use super::{Site, final_phase};
+
+/// Short, so that a crashed leader is replaced quickly.
+pub const LEASE: Duration = Duration::from_secs(4);
+
+/// One operator replica: its election and its controllers, as `main` runs them.
+pub struct Replica {
+    pub metrics: Metrics,
+    pub task: tokio::task::JoinHandle<Ended>,
+    pub renewal: tokio::task::AbortHandle,
+    _stop: watch::Sender<bool>,
+}
+
+/// A replica competing for the Lease `lease_name` in the site's namespace.
+pub async fn replica_on(site: &Site, identity: &str, lease_name: &str) -> Replica {
+    let env = TestEnv::shared().await;
+    let metrics = Metrics::new();
+    let ctx = Arc::new(Context::new(
+        env.client(),
+        metrics.clone(),
+        Settings::default(),
+        site.providers.clone(),
+    ));
+    let election = Election {
+        lease_name: lease_name.into(),
+        namespace: site.ns.name().to_owned(),
+        identity: identity.into(),
+        duration: LEASE,
+    };
+    let mut candidate: Candidate = leader::campaign(env.client(), &election).await.unwrap();
+    let renewal = candidate.renewal.abort_handle();
+    let (stop, stopping) = watch::channel(false);
+    let namespace = site.ns.name().to_owned();
+    let task = tokio::spawn(async move { run::lead(ctx, Some(&mut candidate), Some(namespace), stopping).await });
+    Replica {
+        metrics,
+        task,
+        renewal,
+        _stop: stop,
+    }
+}
+
+/// How many VRouterConfig reconciles the replica ran.
+pub fn config_reconciles(replica: &Replica) -> u64 {
+    replica
+        .metrics
+        .reconciles
+        .get_or_create(&ControllerLabels {
+            controller: "vrouterconfig",
+        })
+        .get()
+}
+
+/// Waits for the config to end Applied.
+pub async fn applied(site: &Site, name: &str) {
+    let configs = site.ns.api::<VRouterConfig>();
+    let (phase, _, message) = final_phase(&configs, name, Duration::from_secs(60)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+}
