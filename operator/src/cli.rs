@@ -65,6 +65,12 @@ pub struct Args {
     #[arg(long, env = "APPLY_TIMEOUT", default_value = "5m")]
     pub apply_timeout: Duration,
 
+    /// Re-apply a VRouterConfig whose router's config drifted; `false` only
+    /// shows drift on the VRouterStatus (for all configs; one config is
+    /// paused with its annotation).
+    #[arg(long, env = "DRIFT_REPAIR", default_value_t = true, action = clap::ArgAction::Set)]
+    pub drift_repair: bool,
+
     /// Watch only this namespace instead of the whole cluster.
     #[arg(long, env = "WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
@@ -110,7 +116,7 @@ mod tests {
     #[test]
     fn defaults_are_production_ready() {
         let args = Args::try_parse_from(["vrouter-operator"]).unwrap();
-        assert!(args.enable_webhooks && args.leader_elect);
+        assert!(args.enable_webhooks && args.leader_elect && args.drift_repair);
         assert_eq!(args.apply_timeout, Duration::from_secs(300));
         assert_eq!(args.lease_duration, Duration::from_secs(15));
         assert_eq!(args.lease_name, "d9121dda.kojuro.date", "the Go operator's Lease");
@@ -127,6 +133,8 @@ mod tests {
         .unwrap();
         assert!(!args.enable_webhooks);
         assert_eq!(args.apply_timeout, Duration::from_secs(90));
+        let args = Args::try_parse_from(["vrouter-operator", "--drift-repair=false"]).unwrap();
+        assert!(!args.drift_repair);
         let err = Args::try_parse_from(["vrouter-operator", "--apply-timeout", "soon"]).unwrap_err();
         assert!(err.to_string().contains("invalid duration \"soon\""), "{err}");
     }

@@ -67,6 +67,9 @@ pub struct Settings {
     /// Where the ProxmoxCluster sync reads the guest's uptime; tests point it
     /// into a sandbox, since every test guest shares this machine's /proc.
     pub guest_uptime_path: String,
+    /// Re-apply a config whose router drifted (`--drift-repair`); off, drift
+    /// is only shown on the VRouterStatus.
+    pub drift_repair: bool,
 }
 
 impl Default for Settings {
@@ -77,6 +80,7 @@ impl Default for Settings {
             config_boot_path: vrouter_api::constants::CONFIG_BOOT_PATH.to_owned(),
             running_config_command: vrouter_api::constants::SHOW_RUNNING_CONFIG.map(str::to_owned).to_vec(),
             guest_uptime_path: "/proc/uptime".to_owned(),
+            drift_repair: true,
         }
     }
 }

@@ -72,6 +72,7 @@ async fn main() -> anyhow::Result<()> {
 
     let settings = Settings {
         apply_timeout: args.apply_timeout.to_std(),
+        drift_repair: args.drift_repair,
         ..Settings::default()
     };
     let providers = Arc::new(FactoryProviders {

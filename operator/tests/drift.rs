@@ -221,6 +221,57 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
     );
 }
 
+/// `--drift-repair=false`: drift is shown on the VRouterStatus, saying why
+/// it is not repaired, and the config is never applied again.
+#[tokio::test]
+async fn with_drift_repair_off_drift_is_shown_and_never_repaired() {
+    let settings = Settings {
+        config_boot_path: String::new(),
+        drift_repair: false,
+        ..Settings::default()
+    };
+    let site = site("drift-off", &["r1"], settings).await;
+    create_config(&site).await;
+    let configs = site.ns.api::<VRouterConfig>();
+    wait_for("Applied", Duration::from_secs(60), || async {
+        config_phase(&configs, "c")
+            .await
+            .filter(|(p, _, _)| *p == Phase::Applied)
+    })
+    .await;
+    let statuses = site.ns.api::<VRouterStatus>();
+    wait_for("the VRouterStatus", Duration::from_secs(30), || async {
+        statuses.get_opt("c").await.ok()?
+    })
+    .await;
+    statuses
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"syncInterval": "1s"}})),
+        )
+        .await
+        .unwrap();
+    wait_for("a baseline", Duration::from_secs(30), || async {
+        status(&site).await.filter(|s| !s.baseline_hash.is_empty())
+    })
+    .await;
+
+    write_config_boot(&site, "system { host-name hacked }\n");
+    let drifted = wait_for("the drift", Duration::from_secs(30), || async {
+        status(&site).await.filter(|s| s.drift_detected)
+    })
+    .await;
+    assert!(drifted.message.contains("--drift-repair=false"), "{}", drifted.message);
+    // Several one-second syncs later: still shown, still not repaired.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(applies(&site), 1, "repair is off: nothing applied again");
+    assert!(status(&site).await.unwrap().drift_detected);
+    let (phase, _, _) = config_phase(&configs, "c").await.unwrap();
+    assert_eq!(phase, Phase::Applied);
+    assert_eq!(config_boot(&site), b"system { host-name hacked }\n");
+}
+
 fn hex_sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(bytes))

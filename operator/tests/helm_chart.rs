@@ -203,24 +203,37 @@ fn a_webhook_without_cert_manager_or_a_ca_is_refused_at_render_time() {
     assert!(!kinds(&objects).contains(&"ValidatingWebhookConfiguration".to_owned()));
 }
 
+/// The value of the operator container's environment variable `name` in the
+/// chart rendered with `sets`.
+fn env_value(sets: &[&str], name: &str) -> Value {
+    let objects = template("vrouter-operator-system", sets).unwrap();
+    let env_vars =
+        one(&objects, "Deployment", "vrouter-operator")["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    env_vars
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .map(|e| e["value"].clone())
+        .unwrap_or_else(|| panic!("no {name} in {env_vars:#?}"))
+}
+
 /// The Lease is the Go operator's by default, so the two exclude each other
 /// in one namespace during a migration; a value gives a release its own.
 #[test]
 fn the_lease_is_the_go_operators_unless_a_value_names_another() {
-    let lease_name = |sets: &[&str]| {
-        let objects = template("vrouter-operator-system", sets).unwrap();
-        let env_vars =
-            one(&objects, "Deployment", "vrouter-operator")["spec"]["template"]["spec"]["containers"][0]["env"].clone();
-        env_vars
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == "LEASE_NAME")
-            .map(|e| e["value"].clone())
-            .unwrap_or_else(|| panic!("no LEASE_NAME in {env_vars:#?}"))
-    };
-    assert_eq!(lease_name(&[]), vrouter_operator::leader::DEFAULT_LEASE_NAME);
-    assert_eq!(lease_name(&["leaderElection.leaseName=site-a"]), "site-a");
+    assert_eq!(
+        env_value(&[], "LEASE_NAME"),
+        vrouter_operator::leader::DEFAULT_LEASE_NAME
+    );
+    assert_eq!(env_value(&["leaderElection.leaseName=site-a"], "LEASE_NAME"), "site-a");
+}
+
+/// Drift repair is on unless the chart value turns it off for every config.
+#[test]
+fn drift_repair_is_on_unless_the_value_turns_it_off() {
+    assert_eq!(env_value(&[], "DRIFT_REPAIR"), "true");
+    assert_eq!(env_value(&["driftRepair=false"], "DRIFT_REPAIR"), "false");
 }
 
 #[tokio::test]

@@ -29,6 +29,19 @@ pub struct ConfigView {
     pub phase: Phase,
     pub last_applied_time: Option<Time>,
     pub paused: bool,
+    /// The operator runs with `--drift-repair=false`: drift is shown, never
+    /// repaired, for every config.
+    pub repair_off: bool,
+}
+
+impl ConfigView {
+    /// Whether drift on this config's router is repaired: a settled Applied
+    /// config (Applying is already re-applying; Failed or Pending are left to
+    /// the user and the config controller), neither paused nor under a
+    /// global repair switch that is off.
+    fn repairs(&self) -> bool {
+        !self.paused && !self.repair_off && self.phase == Phase::Applied
+    }
 }
 
 /// The outcome of one sync.
@@ -58,7 +71,7 @@ pub fn sync_wait(
         (Some(_), None) => true,
         (None, _) => false,
     };
-    let repair_due = status.drift_detected && !config.paused && config.phase == Phase::Applied;
+    let repair_due = status.drift_detected && config.repairs();
     if applied_since_baseline || repair_due {
         return None;
     }
@@ -92,12 +105,11 @@ pub fn on_read(status: &VRouterStatusStatus, config: &ConfigView, reading: &Read
         status.drift_detected = false;
     } else {
         status.drift_detected = reading.startup_hash != status.baseline_hash;
-        // Only a settled Applied config is reset: Applying is already
-        // re-applying, and Failed or Pending are left to the user and the
-        // config controller.
-        reset_config = status.drift_detected && !config.paused && config.phase == Phase::Applied;
+        reset_config = status.drift_detected && config.repairs();
         if status.drift_detected && config.paused {
             status.message = "drift detected; not repaired while the VRouterConfig is paused".into();
+        } else if status.drift_detected && config.repair_off {
+            status.message = "drift detected; not repaired: the operator runs with --drift-repair=false".into();
         }
     }
     conditions::set(
@@ -274,6 +286,7 @@ mod tests {
             phase,
             last_applied_time: applied_at.map(|s| Time(at(s))),
             paused,
+            repair_off: false,
         }
     }
 
@@ -353,6 +366,25 @@ mod tests {
             assert!(sync.status.drift_detected, "{phase:?}");
             assert!(!sync.reset_config, "{phase:?}");
         }
+    }
+
+    #[test]
+    fn with_repair_off_drift_is_visible_but_never_repaired() {
+        let repair_off = ConfigView {
+            repair_off: true,
+            ..config(Phase::Applied, Some(10), false)
+        };
+        let sync = on_read(&baselined("A"), &repair_off, &reading("B"), at(400));
+        assert!(sync.status.drift_detected && sync.drift_started && !sync.reset_config);
+        assert!(
+            sync.status.message.contains("--drift-repair=false"),
+            "{}",
+            sync.status.message
+        );
+        // Not due before the interval either: no repair is waiting.
+        assert!(sync_wait(&sync.status, &repair_off, std::time::Duration::from_secs(300), at(401)).is_some());
+        let next = on_read(&sync.status, &repair_off, &reading("B"), at(700));
+        assert!(next.status.drift_detected && !next.reset_config);
     }
 
     #[test]

@@ -77,6 +77,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
         phase: config.status.as_ref().map(|s| s.phase).unwrap_or_default(),
         last_applied_time: config.status.as_ref().and_then(|s| s.last_applied_time.clone()),
         paused: is_paused(&config),
+        repair_off: !ctx.settings.drift_repair,
     };
     // Every write of this status (and of its ConfigMap) comes back as a
     // watch event; without this the router would be read again at once,
