@@ -70,6 +70,8 @@ pub struct Settings {
     /// Re-apply a config whose router drifted (`--drift-repair`); off, drift
     /// is only shown on the VRouterStatus.
     pub drift_repair: bool,
+    /// How often every Applied config is checked for its VRouterStatus.
+    pub status_sweep: Duration,
 }
 
 impl Default for Settings {
@@ -81,6 +83,7 @@ impl Default for Settings {
             running_config_command: vrouter_api::constants::SHOW_RUNNING_CONFIG.map(str::to_owned).to_vec(),
             guest_uptime_path: "/proc/uptime".to_owned(),
             drift_repair: true,
+            status_sweep: Duration::from_secs(30),
         }
     }
 }

@@ -51,6 +51,7 @@ pub async fn controllers(
         .with_config(controller::Config::default().concurrency(CONFIG_CONCURRENCY));
     let config_store = configs.store();
     *ctx.configs_seen.write().unwrap_or_else(|e| e.into_inner()) = Some(config_store.clone());
+    let sweep_configs = config_store.clone();
     let configs = configs
         .watches(api::<VRouterTarget>(&client, ns), wc.clone(), move |target| {
             let namespace = target.namespace().unwrap_or_default();
@@ -173,6 +174,7 @@ pub async fn controllers(
     // the status object watching it, so a new baseline is taken promptly.
     let statuses = Controller::new(api::<VRouterStatus>(&client, ns), wc_status.clone());
     let status_store = statuses.store();
+    let sweep_statuses = status_store.clone();
     let statuses = statuses
         .owns(
             api::<k8s_openapi::api::core::v1::ConfigMap>(&client, ns),
@@ -188,7 +190,7 @@ pub async fn controllers(
                 .map(|s| ObjectRef::from_obj(&*s))
                 .collect::<Vec<_>>()
         })
-        .graceful_shutdown_on(shutdown_status)
+        .graceful_shutdown_on(shutdown_status.clone())
         .run(
             vrouterstatus::reconcile::reconcile,
             vrouterstatus::reconcile::error_policy,
@@ -196,7 +198,10 @@ pub async fn controllers(
         )
         .for_each(|_| async {});
 
-    futures::join!(configs, bindings, targets, statuses, proxmox);
+    // Every Applied config has its VRouterStatus, however it became Applied.
+    let sweep = vrouterconfig::status_sweep::run(&ctx, sweep_configs, sweep_statuses, shutdown_status);
+
+    futures::join!(configs, bindings, targets, statuses, proxmox, sweep);
 }
 
 /// Why [`lead`] returned.

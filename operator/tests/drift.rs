@@ -9,14 +9,19 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus};
-use vrouter_operator::context::Settings;
+use vrouter_operator::context::{Context, Settings};
+use vrouter_operator::metrics::Metrics;
+use vrouter_test_apiserver::TestEnv;
 
-use common::{config_phase, create, site, wait_for};
+use common::{config_phase, create, site, site_idle, start_controllers, wait_for};
 
 fn applies(site: &common::Site) -> usize {
     site.routers["r1"]
@@ -270,6 +275,69 @@ async fn with_drift_repair_off_drift_is_shown_and_never_repaired() {
     let (phase, _, _) = config_phase(&configs, "c").await.unwrap();
     assert_eq!(phase, Phase::Applied);
     assert_eq!(config_boot(&site), b"system { host-name hacked }\n");
+}
+
+/// A config Applied without a VRouterStatus (applied by the Go operator
+/// before the switch, with its status as the Go operator writes it) gets
+/// one without being applied again, and a VRouterStatus a person deletes
+/// comes back.
+#[tokio::test]
+async fn every_applied_config_gets_its_vrouter_status_and_keeps_it() {
+    let site = site_idle("status-sweep", &["r1"]).await;
+    let config = create::<VRouterConfig>(&site.ns, json!({"metadata": {"name": "by-go"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name by-go\n"}})).await;
+    let now = Time(Timestamp::now());
+    let go_status = json!({"status": {
+        "phase": "Applied",
+        "observedGeneration": config.metadata.generation,
+        "lastAppliedTime": now,
+        "lastRebootHandledTime": now,
+        "conditions": [{
+            "type": "Applied", "status": "True", "reason": "ConfigApplied",
+            "message": "Configuration applied successfully.",
+            "observedGeneration": config.metadata.generation, "lastTransitionTime": now,
+        }],
+    }});
+    let configs = site.ns.api::<VRouterConfig>();
+    configs
+        .patch_status("by-go", &PatchParams::default(), &Patch::Merge(&go_status))
+        .await
+        .unwrap();
+
+    // This operator starts.
+    let ctx = Arc::new(Context::new(
+        TestEnv::shared().await.client(),
+        Metrics::new(),
+        Settings {
+            status_sweep: Duration::from_secs(1),
+            ..site.ctx.settings.clone()
+        },
+        site.providers.clone(),
+    ));
+    let _stop = start_controllers(&ctx, site.ns.name());
+    let statuses = site.ns.api::<VRouterStatus>();
+    let first = wait_for("the VRouterStatus", Duration::from_secs(30), || async {
+        statuses.get_opt("by-go").await.ok()?
+    })
+    .await;
+    let owner = &first.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("VRouterConfig", "by-go"));
+    assert_eq!(owner.uid, config.metadata.uid.clone().unwrap());
+
+    // Deleted, it comes back (a new object).
+    statuses.delete("by-go", &DeleteParams::default()).await.unwrap();
+    let again = wait_for("the VRouterStatus again", Duration::from_secs(30), || async {
+        statuses
+            .get_opt("by-go")
+            .await
+            .ok()?
+            .filter(|s| s.metadata.uid != first.metadata.uid)
+    })
+    .await;
+    assert_eq!(again.spec.config_ref.name, "by-go");
+    // Nothing was applied: the Go operator's apply stands.
+    assert_eq!(applies(&site), 0);
+    let (phase, _, _) = config_phase(&configs, "by-go").await.unwrap();
+    assert_eq!(phase, Phase::Applied);
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {

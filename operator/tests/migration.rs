@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterParams, VRouterTemplate};
+use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTemplate};
 use vrouter_operator::leader;
 
 use common::replica::{LEASE, applied, config_reconciles, replica_on};
@@ -127,7 +127,7 @@ async fn the_go_operators_lease_keeps_this_operator_waiting_until_released() {
 /// applied meanwhile); once it releases the Lease, the binding renders the
 /// converted template and its config is Applied, and a config the Go
 /// operator had applied (its status as the Go operator writes it) is not
-/// applied again.
+/// applied again but gets its VRouterStatus.
 #[tokio::test]
 async fn the_migration_steps_convert_wait_for_the_go_operator_and_take_over() {
     let site = site_idle("migrate", &["r1", "r2"]).await;
@@ -223,5 +223,11 @@ async fn the_migration_steps_convert_wait_for_the_go_operator_and_take_over() {
         !site.routers["r2"].sandbox.calls().iter().any(|c| c.contains("by-go")),
         "re-applied a config the Go operator had applied"
     );
+    // It gets its VRouterStatus (drift detection) all the same.
+    let statuses = site.ns.api::<VRouterStatus>();
+    common::wait_for("by-go's VRouterStatus", Duration::from_secs(60), || async {
+        statuses.get_opt("by-go").await.ok()?
+    })
+    .await;
     assert!(!ours.task.is_finished());
 }

@@ -6,3 +6,4 @@ pub mod decide;
 pub mod one_apply_per_router;
 pub mod reconcile;
 pub mod status_object_retry;
+pub mod status_sweep;

@@ -356,7 +356,11 @@ const STATUS_OBJECT_RETRY: std::time::Duration = std::time::Duration::from_secs(
 /// [`STATUS_OBJECT_RETRY`]: the config is Applied by then and nothing else
 /// would bring it back here before its next apply. Returns whether it
 /// exists now.
-async fn ensure_status_object(ctx: &Context, config: &VRouterConfig, router: &Router) -> Result<bool, Error> {
+pub(crate) async fn ensure_status_object(
+    ctx: &Context,
+    config: &VRouterConfig,
+    router: &Router,
+) -> Result<bool, Error> {
     let name = config.name_any();
     match create_status_object(ctx, config).await {
         Ok(()) => {

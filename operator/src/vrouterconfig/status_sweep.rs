@@ -1,0 +1,116 @@
+//! Every Applied VRouterConfig has its VRouterStatus. The config controller
+//! creates it on the step to Applied; this sweep compares the controllers'
+//! stores and creates what is missing, so a config applied by the Go
+//! operator before the switch, one whose create was left to an in-memory
+//! retry when the operator restarted, and one whose VRouterStatus a person
+//! deleted all get theirs back.
+
+use std::future::Future;
+
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use vrouter_api::{Phase, VRouterConfig, VRouterStatus};
+
+use super::one_apply_per_router::Router;
+use super::reconcile::ensure_status_object;
+use crate::context::Context;
+
+/// The configs that are Applied, not being deleted, and have no VRouterStatus
+/// of their name (the name the operator creates it with) in `has_status`.
+pub fn missing<'a>(
+    configs: impl IntoIterator<Item = &'a VRouterConfig>,
+    has_status: impl Fn(&ObjectRef<VRouterStatus>) -> bool,
+) -> Vec<&'a VRouterConfig> {
+    configs
+        .into_iter()
+        .filter(|c| c.status.as_ref().is_some_and(|s| s.phase == Phase::Applied))
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| {
+            let status = ObjectRef::new(&c.name_any()).within(&c.namespace().unwrap_or_default());
+            !has_status(&status)
+        })
+        .collect()
+}
+
+/// Sweeps every `ctx.settings.status_sweep` until `shutdown`, once both
+/// stores hold their first list.
+pub async fn run(
+    ctx: &Context,
+    configs: Store<VRouterConfig>,
+    statuses: Store<VRouterStatus>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let sweeping = async {
+        if configs.wait_until_ready().await.is_err() || statuses.wait_until_ready().await.is_err() {
+            return;
+        }
+        let mut tick = tokio::time::interval(ctx.settings.status_sweep);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let state = configs.state();
+            for config in missing(state.iter().map(|c| &**c), |s| statuses.get(s).is_some()) {
+                let router = Router {
+                    namespace: config.namespace().unwrap_or_default(),
+                    target: config.spec.target_ref.name.clone(),
+                };
+                // A failed create is retried by the config's own reconcile
+                // (with an event each time); the sweep does not add to it.
+                if ctx.status_objects_due.contains(&router, &config.name_any()) {
+                    continue;
+                }
+                if let Err(error) = ensure_status_object(ctx, config, &router).await {
+                    tracing::warn!(config = %config.name_any(), %error, "could not create the VRouterStatus");
+                }
+            }
+        }
+    };
+    tokio::select! {
+        _ = sweeping => {}
+        _ = shutdown => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vrouter_api::VRouterConfigStatus;
+
+    fn config(name: &str, phase: Option<Phase>, deleting: bool) -> VRouterConfig {
+        let mut c: VRouterConfig = serde_json::from_value(serde_json::json!({
+            "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterConfig",
+            "metadata": {"name": name, "namespace": "net"},
+            "spec": {"targetRef": {"name": "r1"}},
+        }))
+        .unwrap();
+        c.status = phase.map(|phase| VRouterConfigStatus {
+            phase,
+            ..Default::default()
+        });
+        if deleting {
+            c.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        }
+        c
+    }
+
+    #[test]
+    fn only_applied_configs_without_a_status_object_are_missing_one() {
+        let configs = [
+            config("has-one", Some(Phase::Applied), false),
+            config("applied-by-go", Some(Phase::Applied), false),
+            config("failed", Some(Phase::Failed), false),
+            config("pending", Some(Phase::Pending), false),
+            config("applying", Some(Phase::Applying), false),
+            config("new", None, false),
+            config("being-deleted", Some(Phase::Applied), true),
+        ];
+        let existing = ObjectRef::<VRouterStatus>::new("has-one").within("net");
+        let names: Vec<String> = missing(&configs, |s| *s == existing)
+            .iter()
+            .map(|c| c.name_any())
+            .collect();
+        assert_eq!(names, ["applied-by-go"]);
+    }
+}
