@@ -6,9 +6,9 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
+use vrouter_api::compose::render_configs;
+use vrouter_api::validate;
 use vrouter_api::{VRouterBinding, VRouterParams, VRouterTarget, VRouterTemplate};
-use vrouter_operator::vrouterbinding::plan::render_targets;
-use vrouter_operator::webhooks::rules;
 
 const TARGETS: usize = 1000;
 
@@ -91,20 +91,20 @@ fn targets(count: usize) -> Vec<VRouterTarget> {
 
 fn render_one_binding(c: &mut Criterion) {
     let (b, t, p, r) = (binding(TARGETS), templates(), params(), targets(TARGETS));
-    let rendered = render_targets(&b, &t, &p, &r).expect("the fixture renders");
+    let rendered = render_configs(&b, &t, &p, &r).expect("the fixture renders");
     assert_eq!(rendered.len(), TARGETS);
     assert!(rendered[7].spec.commands.contains("set system host-name r7"));
     assert!(rendered[7].spec.config.contains("remote-as 64519"));
-    c.bench_function("render_targets 1000 targets, 3 templates, 3 param layers", |bench| {
-        bench.iter(|| render_targets(black_box(&b), &t, &p, &r).expect("renders"))
+    c.bench_function("render_configs 1000 targets, 3 templates, 3 param layers", |bench| {
+        bench.iter(|| render_configs(black_box(&b), &t, &p, &r).expect("renders"))
     });
 }
 
 fn validate_binding(c: &mut Criterion) {
     let b = binding(TARGETS);
-    assert!(rules::binding(&b).is_allowed(), "the fixture is valid");
-    c.bench_function("webhook rules::binding 1000 targetRefs", |bench| {
-        bench.iter(|| rules::binding(black_box(&b)))
+    assert!(validate::binding(&b).is_allowed(), "the fixture is valid");
+    c.bench_function("validate::binding 1000 targetRefs", |bench| {
+        bench.iter(|| validate::binding(black_box(&b)))
     });
 }
 

@@ -56,10 +56,7 @@ pub fn get<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(secs).unwrap()
-    }
+    use crate::test_clock::at;
 
     fn applied(status: bool, reason: &str) -> Wanted<'_> {
         Wanted {

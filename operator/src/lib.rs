@@ -1,20 +1,25 @@
 //! The vrouter operator: controllers and admission webhooks wired around the
-//! `vrouter-*` libraries. Decisions live in pure `decide`/`plan`/`rules`
-//! modules; the code around them only reads, calls and writes.
+//! `vrouter-*` libraries. Each controller module (`vrouterconfig`,
+//! `vrouterbinding`, …) sets itself up next to its reconciler and keeps its
+//! decisions in a pure `decide` module; `controllers` starts them all, and
+//! `reconciler` is the one loop they run in.
 
 pub mod cli;
 pub mod conditions;
 pub mod context;
+pub mod controllers;
 pub mod convert_manifests;
-pub mod http;
+pub mod finalizers;
+pub mod health_and_metrics;
 pub mod leader;
-pub mod lookup_cache;
 pub mod metrics;
-pub mod objects;
 pub mod offline_render;
 pub mod proxmoxcluster;
-pub mod run;
+pub mod reconciler;
+pub mod status_writes;
 pub mod telemetry;
+#[cfg(test)]
+mod test_clock;
 pub mod tls;
 pub mod vrouterbinding;
 pub mod vrouterconfig;

@@ -10,15 +10,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use vrouter_operator::cli::{Args, Command};
 use vrouter_operator::context::{Context, FactoryProviders, Settings};
-use vrouter_operator::http::{self, Readiness};
+use vrouter_operator::health_and_metrics::{self, Readiness};
 use vrouter_operator::leader::{self, Election};
-use vrouter_operator::lookup_cache::{self, CachedLookup};
 use vrouter_operator::metrics::Metrics;
 use vrouter_operator::offline_render;
 use vrouter_operator::tls::ReloadingCert;
 use vrouter_operator::webhooks::review::Admission;
 use vrouter_operator::webhooks::server;
-use vrouter_operator::{run, telemetry};
+use vrouter_operator::{controllers, telemetry};
+use vrouter_providers::lookup_cache::{self, CachedLookup};
 use vrouter_providers::{FactoryContext, KubeLookup};
 use vrouter_render::TemplateEngine;
 
@@ -41,31 +41,11 @@ async fn main() -> anyhow::Result<()> {
     let metrics_listener = TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("binding {}", args.metrics_addr))?;
-    let health = http::router(metrics.clone(), readiness.clone());
+    let health = health_and_metrics::router(metrics.clone(), readiness.clone());
     tokio::spawn(async move { axum::serve(metrics_listener, health).await });
 
     if args.enable_webhooks {
-        let cert = ReloadingCert::new(
-            args.webhook_cert_dir.join("tls.crt"),
-            args.webhook_cert_dir.join("tls.key"),
-        )
-        .context("loading the webhook serving certificate")?;
-        tokio::spawn(cert.clone().watch(std::time::Duration::from_secs(10)));
-        let admission = Admission {
-            client: client.clone(),
-            metrics: metrics.clone(),
-            templates: Arc::new(TemplateEngine::new()),
-        };
-        let listener = TcpListener::bind(args.webhook_addr)
-            .await
-            .with_context(|| format!("binding {}", args.webhook_addr))?;
-        tokio::spawn(server::serve_tls(
-            listener,
-            cert.server_config(),
-            server::router(admission),
-            stopping.clone(),
-        ));
-        tracing::info!(addr = %args.webhook_addr, "serving admission webhooks");
+        serve_webhooks(&args, &client, &metrics, stopping.clone()).await?;
     } else {
         tracing::info!("admission webhooks disabled (ENABLE_WEBHOOKS=false)");
     }
@@ -79,27 +59,14 @@ async fn main() -> anyhow::Result<()> {
         lookup: CachedLookup::new(KubeLookup::new(client.clone()), lookup_cache::DEFAULT_TTL),
         factory: FactoryContext {
             client: Some(client.clone()),
-            guest_timing: vrouter_operator::context::guest_timing(),
             ..FactoryContext::default()
         },
     });
     let ctx = Arc::new(Context::new(client.clone(), metrics, settings, providers));
 
-    let mut candidate = if args.leader_elect {
-        let identity = args
-            .identity
-            .clone()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .context("--identity (POD_NAME) is required for leader election")?;
-        let election = Election {
-            lease_name: args.lease_name.clone(),
-            namespace: args.lease_namespace.clone(),
-            identity,
-            duration: args.lease_duration.to_std(),
-        };
-        Some(leader::campaign(client.clone(), &election).await?)
-    } else {
-        None
+    let mut candidate = match args.leader_elect {
+        true => Some(campaign(&args, &client).await?),
+        false => None,
     };
     readiness.set_ready();
     tokio::spawn(async move {
@@ -107,11 +74,59 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("shutting down");
         let _ = stop.send(true);
     });
-    match run::lead(ctx, candidate.as_mut(), args.watch_namespace.clone(), stopping).await {
-        run::Ended::Shutdown => Ok(()),
+    match controllers::lead(ctx, candidate.as_mut(), args.watch_namespace.clone(), stopping).await {
+        controllers::Ended::Shutdown => Ok(()),
         // The kubelet restarts this replica as a follower.
-        run::Ended::LostLease => anyhow::bail!("lost the leader lease"),
+        controllers::Ended::LostLease => anyhow::bail!("lost the leader lease"),
     }
+}
+
+/// Serves the admission webhooks over TLS, with the certificate reloaded
+/// from its files as it rotates, until `stopping` turns true.
+async fn serve_webhooks(
+    args: &Args,
+    client: &Client,
+    metrics: &Metrics,
+    stopping: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let cert = ReloadingCert::new(
+        args.webhook_cert_dir.join("tls.crt"),
+        args.webhook_cert_dir.join("tls.key"),
+    )
+    .context("loading the webhook serving certificate")?;
+    tokio::spawn(cert.clone().watch(std::time::Duration::from_secs(10)));
+    let admission = Admission {
+        client: client.clone(),
+        metrics: metrics.clone(),
+        templates: Arc::new(TemplateEngine::new()),
+    };
+    let listener = TcpListener::bind(args.webhook_addr)
+        .await
+        .with_context(|| format!("binding {}", args.webhook_addr))?;
+    tokio::spawn(server::serve_tls(
+        listener,
+        cert.server_config(),
+        server::router(admission),
+        stopping,
+    ));
+    tracing::info!(addr = %args.webhook_addr, "serving admission webhooks");
+    Ok(())
+}
+
+/// Starts competing for the leader lease as this pod.
+async fn campaign(args: &Args, client: &Client) -> anyhow::Result<leader::Candidate> {
+    let identity = args
+        .identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .context("--identity (POD_NAME) is required for leader election")?;
+    let election = Election {
+        lease_name: args.lease_name.clone(),
+        namespace: args.lease_namespace.clone(),
+        identity,
+        duration: args.lease_duration.to_std(),
+    };
+    leader::campaign(client.clone(), &election).await
 }
 
 async fn shutdown_signal() {

@@ -5,7 +5,7 @@
 //! with the alerts worth setting on them.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -39,6 +39,18 @@ fn duration_histogram() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
         0.01, 2.0, 14,
     ))
+}
+
+/// Times one reconcile; records into its controller's histogram on drop.
+pub struct ReconcileTimer {
+    histogram: Histogram,
+    started: Instant,
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        self.histogram.observe(self.started.elapsed().as_secs_f64());
+    }
 }
 
 /// Every metric of the operator, cheap to clone.
@@ -131,16 +143,22 @@ impl Metrics {
         }
     }
 
-    /// Records one reconcile of `controller` that took `took`.
-    pub fn reconciled(&self, controller: &'static str, took: Duration, failed: bool) {
+    /// Counts a reconcile of `controller` now and records its duration when
+    /// the returned guard is dropped, at the reconcile's end.
+    pub fn count_and_measure(&self, controller: &'static str) -> ReconcileTimer {
         let labels = ControllerLabels { controller };
         self.reconciles.get_or_create(&labels).inc();
-        self.reconcile_duration
-            .get_or_create(&labels)
-            .observe(took.as_secs_f64());
-        if failed {
-            self.reconcile_errors.get_or_create(&labels).inc();
+        ReconcileTimer {
+            histogram: self.reconcile_duration.get_or_create(&labels).clone(),
+            started: Instant::now(),
         }
+    }
+
+    /// Counts a reconcile of `controller` that returned an error.
+    pub fn reconcile_failed(&self, controller: &'static str) {
+        self.reconcile_errors
+            .get_or_create(&ControllerLabels { controller })
+            .inc();
     }
 
     /// The text exposition format.
@@ -158,7 +176,8 @@ mod tests {
     #[test]
     fn counters_appear_in_the_exposition_with_their_labels() {
         let m = Metrics::new();
-        m.reconciled("vrouterconfig", Duration::from_millis(20), true);
+        drop(m.count_and_measure("vrouterconfig"));
+        m.reconcile_failed("vrouterconfig");
         m.applies.get_or_create(&ResultLabels { result: "applied" }).inc();
         let text = m.encode();
         assert!(

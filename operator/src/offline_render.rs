@@ -1,18 +1,19 @@
 //! `vrouter-operator render`: what the operator would write, from manifest
 //! files alone, like `helm template`. It applies the admission rules that
-//! need no cluster, resolves each binding's references among the given
-//! objects, and renders with the same engine and code as the controller.
+//! need no cluster (`vrouter_api::validate`), resolves each binding's
+//! references among the given objects, and composes the configs with the
+//! controller's own code (`vrouter_api::compose`).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use vrouter_api::compose::render_configs;
 use vrouter_api::manifest::{Manifest, parse_documents};
-use vrouter_api::{VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
-use vrouter_render::{TemplateEngine, TemplateKind};
-
-use crate::vrouterbinding::plan;
-use crate::webhooks::rules::{self, Findings};
+use vrouter_api::validate::{self, Violation};
+use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
+use vrouter_render::TemplateEngine;
 
 /// Exit code for manifests that are invalid or do not render.
 pub const EXIT_INVALID: i32 = 1;
@@ -73,30 +74,19 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Loaded>, String> {
     Ok(out)
 }
 
-fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (String, String) {
+type Key = (String, String);
+
+fn key(meta: &ObjectMeta) -> Key {
     (
         meta.namespace.clone().unwrap_or_else(|| "default".into()),
         meta.name.clone().unwrap_or_default(),
     )
 }
 
-/// What admission would say of one object: denials become problems,
-/// warnings are kept to be shown, as `kubectl apply` shows them.
-fn sort_findings(
-    source: &str,
-    object: String,
-    findings: Findings,
-    problems: &mut Vec<Problem>,
-    warnings: &mut Vec<Problem>,
-) {
-    let locate = |v: crate::webhooks::rules::Violation| Problem {
-        source: source.to_owned(),
-        object: object.clone(),
-        field: Some(v.field),
-        message: v.message,
-    };
-    problems.extend(findings.denials.into_iter().map(locate));
-    warnings.extend(findings.warnings.into_iter().map(locate));
+/// `Kind namespace/name`, as problems name an object.
+fn describe(kind: &str, meta: &ObjectMeta) -> String {
+    let (ns, name) = key(meta);
+    format!("{kind} {ns}/{name}")
 }
 
 /// The outcome of a render that succeeded.
@@ -116,141 +106,27 @@ pub fn render(objects: &[Loaded]) -> Result<Vec<VRouterConfig>, Vec<Problem>> {
 
 /// [`render`], keeping the warnings admission would give.
 pub fn render_with_warnings(objects: &[Loaded]) -> Result<Rendered, Vec<Problem>> {
-    let engine = TemplateEngine::new();
     let mut problems = Vec::new();
     let mut warnings = Vec::new();
-    let mut templates: HashMap<(String, String), &VRouterTemplate> = HashMap::new();
-    let mut params: HashMap<(String, String), &VRouterParams> = HashMap::new();
-    let mut targets: HashMap<(String, String), &VRouterTarget> = HashMap::new();
-    let mut bindings = Vec::new();
+    let engine = TemplateEngine::new();
     for Loaded { source, manifest } in objects {
-        let object = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-            let (ns, name) = key(meta);
-            format!("{} {ns}/{name}", manifest.kind())
+        let findings = validate::manifest(manifest, &engine);
+        let object = || describe(manifest.kind(), manifest.metadata().unwrap_or(&ObjectMeta::default()));
+        let locate = |v: Violation| Problem {
+            source: source.clone(),
+            object: object(),
+            field: Some(v.field),
+            message: v.message,
         };
-        match manifest {
-            Manifest::Template(t) => {
-                for (field, kind, text) in [
-                    ("spec.config", TemplateKind::Config, &t.spec.config),
-                    ("spec.commands", TemplateKind::Commands, &t.spec.commands),
-                ] {
-                    let located = |message: String| Problem {
-                        source: source.clone(),
-                        object: object(&t.metadata),
-                        field: Some(field.into()),
-                        message,
-                    };
-                    match engine.review(t.metadata.name.as_deref().unwrap_or(""), kind, text) {
-                        Ok(found) => warnings.extend(found.into_iter().map(|w| located(w.to_string()))),
-                        Err(e) => problems.push(located(e.to_string())),
-                    }
-                }
-                templates.insert(key(&t.metadata), t);
-            }
-            Manifest::Params(p) => {
-                params.insert(key(&p.metadata), p);
-            }
-            Manifest::Target(t) => {
-                sort_findings(
-                    source,
-                    object(&t.metadata),
-                    rules::target(t),
-                    &mut problems,
-                    &mut warnings,
-                );
-                targets.insert(key(&t.metadata), t);
-            }
-            Manifest::Binding(b) => {
-                sort_findings(
-                    source,
-                    object(&b.metadata),
-                    rules::binding(b),
-                    &mut problems,
-                    &mut warnings,
-                );
-                bindings.push((source, b));
-            }
-            Manifest::Config(c) => sort_findings(
-                source,
-                object(&c.metadata),
-                rules::config(c),
-                &mut problems,
-                &mut warnings,
-            ),
-            Manifest::ProxmoxCluster(p) => sort_findings(
-                source,
-                object(&p.metadata),
-                rules::proxmox_cluster(p),
-                &mut problems,
-                &mut warnings,
-            ),
-            Manifest::Status(s) => sort_findings(
-                source,
-                object(&s.metadata),
-                rules::status(s),
-                &mut problems,
-                &mut warnings,
-            ),
-            Manifest::Other(_) => {}
-        }
+        problems.extend(findings.denials.into_iter().map(locate));
+        warnings.extend(findings.warnings.into_iter().map(locate));
     }
+    let index = Index::of(objects);
     let mut configs = Vec::new();
-    for (source, binding) in bindings {
-        let (ns, name) = key(&binding.metadata);
-        let object = format!("VRouterBinding {ns}/{name}");
-        let mut missing = Vec::new();
-        let mut resolve = |field: String, r: &vrouter_api::NameRef| -> (String, String) {
-            let k = (r.resolve_namespace(&ns).to_owned(), r.name.clone());
-            let (kind, found) = if field.starts_with("spec.templateRef") {
-                ("VRouterTemplate", templates.contains_key(&k))
-            } else if field.starts_with("spec.paramsRefs") {
-                ("VRouterParams", params.contains_key(&k))
-            } else {
-                ("VRouterTarget", targets.contains_key(&k))
-            };
-            if !found {
-                missing.push(Problem {
-                    source: source.clone(),
-                    object: object.clone(),
-                    field: Some(format!("{field}.name")),
-                    message: format!("{kind} {:?} is not among the given manifests", r.name),
-                });
-            }
-            k
-        };
-        let refs = plan::references(binding);
-        let keys: Vec<(String, (String, String))> =
-            refs.iter().map(|(f, r)| (f.clone(), resolve(f.clone(), r))).collect();
-        if !missing.is_empty() {
-            problems.extend(missing);
-            continue;
-        }
-        let pick = |prefix: &'static str| -> Vec<(String, String)> {
-            keys.iter()
-                .filter(|(f, _)| f.starts_with(prefix))
-                .map(|(_, k)| k.clone())
-                .collect()
-        };
-        let t: Vec<VRouterTemplate> = pick("spec.templateRef")
-            .into_iter()
-            .map(|k| templates[&k].clone())
-            .collect();
-        let p: Vec<VRouterParams> = pick("spec.paramsRefs")
-            .into_iter()
-            .map(|k| params[&k].clone())
-            .collect();
-        let g: Vec<VRouterTarget> = pick("spec.targetRefs")
-            .into_iter()
-            .map(|k| targets[&k].clone())
-            .collect();
-        match plan::render_targets(binding, &t, &p, &g) {
+    for (source, binding) in &index.bindings {
+        match render_binding(&index, source, binding) {
             Ok(rendered) => configs.extend(rendered),
-            Err(message) => problems.push(Problem {
-                source: source.clone(),
-                object,
-                field: None,
-                message,
-            }),
+            Err(found) => problems.extend(found),
         }
     }
     if !problems.is_empty() {
@@ -258,6 +134,91 @@ pub fn render_with_warnings(objects: &[Loaded]) -> Result<Rendered, Vec<Problem>
     }
     configs.sort_by_key(|c| key(&c.metadata));
     Ok(Rendered { configs, warnings })
+}
+
+/// The given objects a binding can reference, by namespace and name.
+#[derive(Default)]
+struct Index<'a> {
+    templates: HashMap<Key, &'a VRouterTemplate>,
+    params: HashMap<Key, &'a VRouterParams>,
+    targets: HashMap<Key, &'a VRouterTarget>,
+    bindings: Vec<(&'a str, &'a VRouterBinding)>,
+}
+
+impl<'a> Index<'a> {
+    fn of(objects: &'a [Loaded]) -> Self {
+        let mut index = Index::default();
+        for Loaded { source, manifest } in objects {
+            match manifest {
+                Manifest::Template(t) => _ = index.templates.insert(key(&t.metadata), t),
+                Manifest::Params(p) => _ = index.params.insert(key(&p.metadata), p),
+                Manifest::Target(t) => _ = index.targets.insert(key(&t.metadata), t),
+                Manifest::Binding(b) => index.bindings.push((source, b)),
+                _ => {}
+            }
+        }
+        index
+    }
+
+    fn has(&self, kind: ReferencedKind, key: &Key) -> bool {
+        match kind {
+            ReferencedKind::Template => self.templates.contains_key(key),
+            ReferencedKind::Params => self.params.contains_key(key),
+            ReferencedKind::Target => self.targets.contains_key(key),
+        }
+    }
+}
+
+/// One binding's configs, or a problem for each reference that is not
+/// among the given objects, or the render's failure.
+fn render_binding(
+    index: &Index<'_>,
+    source: &str,
+    binding: &VRouterBinding,
+) -> Result<Vec<VRouterConfig>, Vec<Problem>> {
+    let (ns, _) = key(&binding.metadata);
+    let object = describe("VRouterBinding", &binding.metadata);
+    let problem = |field: Option<String>, message: String| Problem {
+        source: source.to_owned(),
+        object: object.clone(),
+        field,
+        message,
+    };
+    let references = binding.references();
+    let resolved: Vec<(ReferencedKind, Key)> = references
+        .iter()
+        .map(|r| {
+            (
+                r.kind,
+                (r.name_ref.resolve_namespace(&ns).to_owned(), r.name_ref.name.clone()),
+            )
+        })
+        .collect();
+    let missing: Vec<Problem> = references
+        .iter()
+        .zip(&resolved)
+        .filter(|(_, (kind, k))| !index.has(*kind, k))
+        .map(|(r, _)| {
+            problem(
+                Some(format!("{}.name", r.field)),
+                format!(
+                    "{} {:?} is not among the given manifests",
+                    r.kind.as_str(),
+                    r.name_ref.name
+                ),
+            )
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(missing);
+    }
+    let of = |kind: ReferencedKind| resolved.iter().filter(move |(k, _)| *k == kind).map(|(_, key)| key);
+    let templates: Vec<VRouterTemplate> = of(ReferencedKind::Template)
+        .map(|k| index.templates[k].clone())
+        .collect();
+    let params: Vec<VRouterParams> = of(ReferencedKind::Params).map(|k| index.params[k].clone()).collect();
+    let targets: Vec<VRouterTarget> = of(ReferencedKind::Target).map(|k| index.targets[k].clone()).collect();
+    render_configs(binding, &templates, &params, &targets).map_err(|e| vec![problem(None, e.to_string())])
 }
 
 /// The configs as a YAML stream; with `script`, each followed by the apply

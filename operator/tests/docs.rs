@@ -1274,3 +1274,121 @@ fn relative_links_must_reach_a_file_and_heading() {
         ]
     );
 }
+
+// ---------------------------------------------------------------- architecture
+
+/// The heading of the table in docs/architecture.md that maps each spec
+/// behaviour to its file and its test.
+const BEHAVIOUR_TABLE: &str = "## Where each behaviour lives";
+
+/// The backticked words of a table cell.
+fn backticked(cell: &str) -> Vec<&str> {
+    cell.split('`').skip(1).step_by(2).collect()
+}
+
+/// Whether `source` defines `name` as a test function: `#[test]` or
+/// `#[tokio::test]` among the attributes right above its `fn`.
+fn defines_test(source: &str, name: &str) -> bool {
+    let lines: Vec<&str> = source.lines().map(str::trim_start).collect();
+    lines.iter().enumerate().any(|(i, line)| {
+        (line.starts_with(&format!("fn {name}(")) || line.starts_with(&format!("async fn {name}(")))
+            && lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| l.starts_with("#[") || l.starts_with("///"))
+                .any(|l| l.starts_with("#[test]") || l.starts_with("#[tokio::test"))
+    })
+}
+
+/// What is wrong with one row of the behaviour table: a section, at least
+/// one implementing file or directory that exists, and at least one test
+/// (`file::name`) that exists.
+fn check_behaviour_row(row: &str, read_source: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let cells: Vec<&str> = row.trim().trim_matches('|').split('|').map(str::trim).collect();
+    let [section, behaviour, implemented, proven] = cells[..] else {
+        return vec![format!(
+            "{row}: want 4 columns (§, behaviour, implemented in, proven by)"
+        )];
+    };
+    let mut problems = Vec::new();
+    if section.is_empty() || behaviour.is_empty() {
+        problems.push(format!("{row}: a § and a behaviour are required"));
+    }
+    let files = backticked(implemented);
+    let tests = backticked(proven);
+    if files.is_empty() || tests.is_empty() {
+        problems.push(format!("{behaviour}: names no implementing file or no test"));
+    }
+    for file in files {
+        if let Err(e) = exists(file) {
+            problems.push(format!("{behaviour}: {e}"));
+        }
+    }
+    for test in tests {
+        let Some((file, name)) = test.split_once("::") else {
+            problems.push(format!("{behaviour}: {test:?} is not file::test_name"));
+            continue;
+        };
+        match read_source(file) {
+            None => problems.push(format!("{behaviour}: {file} does not exist")),
+            Some(source) if !defines_test(&source, name) => {
+                problems.push(format!("{behaviour}: {file} has no test named {name}"))
+            }
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
+/// The rows of the behaviour table.
+fn behaviour_rows(markdown: &str) -> Vec<&str> {
+    markdown
+        .lines()
+        .skip_while(|l| l.trim() != BEHAVIOUR_TABLE)
+        .skip(1)
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .collect()
+}
+
+#[test]
+fn the_architecture_table_names_files_and_tests_that_exist() {
+    let page = read("docs/architecture.md");
+    let rows = behaviour_rows(&page);
+    assert!(rows.len() >= 30, "{BEHAVIOUR_TABLE} lists {} behaviours", rows.len());
+    let sections: HashSet<&str> = rows.iter().filter_map(|r| r.split('|').nth(1)).map(str::trim).collect();
+    for section in [
+        "§2.2", "§4.1", "§6.2", "§7.1", "§7.2", "§7.3", "§7.4", "§7.5", "§7.6", "§8",
+    ] {
+        assert!(
+            sections.iter().any(|s| s.split(", ").any(|part| part == section)),
+            "no row for {section}"
+        );
+    }
+    let read_source = |file: &str| std::fs::read_to_string(root().join(file)).ok();
+    let problems: Vec<String> = rows
+        .iter()
+        .flat_map(|row| check_behaviour_row(row, read_source))
+        .collect();
+    assert!(problems.is_empty(), "docs/architecture.md:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn a_behaviour_row_naming_a_missing_file_or_test_is_refused() {
+    let source = "#[test]\nfn real_test() {}\nfn helper() {}\n";
+    let read_source = |file: &str| (file == "a.rs").then(|| source.to_owned());
+    let ok = "| §1 | x | `operator/src/lib.rs` | `a.rs::real_test` |";
+    assert_eq!(check_behaviour_row(ok, read_source), Vec::<String>::new());
+    let bad = "| §1 | x | `operator/src/nowhere.rs` | `a.rs::helper`, `a.rs::gone`, `b.rs::t`, `a.rs` |";
+    assert_eq!(
+        check_behaviour_row(bad, read_source),
+        [
+            "x: operator/src/nowhere.rs does not exist in the repository",
+            "x: a.rs has no test named helper",
+            "x: a.rs has no test named gone",
+            "x: b.rs does not exist",
+            "x: \"a.rs\" is not file::test_name",
+        ]
+    );
+}

@@ -37,11 +37,11 @@ async fn status(site: &common::Site) -> Option<vrouter_api::VRouterStatusStatus>
 }
 
 fn write_config_boot(site: &common::Site, content: &str) {
-    std::fs::write(&site.ctx.settings.config_boot_path, content).unwrap();
+    std::fs::write(site.routers["r1"].sandbox.config_boot_path(), content).unwrap();
 }
 
 fn config_boot(site: &common::Site) -> Vec<u8> {
-    std::fs::read(&site.ctx.settings.config_boot_path).unwrap()
+    std::fs::read(site.routers["r1"].sandbox.config_boot_path()).unwrap()
 }
 
 /// What a person's `commit` without `save` does: the running config changes,
@@ -61,13 +61,12 @@ async fn config_map(site: &common::Site) -> Option<k8s_openapi::api::core::v1::C
         .unwrap()
 }
 
-/// One router whose drift detection reads its own sandbox (see common).
+/// One router whose drift detection reads its own sandbox: its guest paths
+/// point there, and its config.boot exists (empty) from the start.
 async fn drift_site(hint: &str) -> common::Site {
-    let settings = Settings {
-        config_boot_path: String::new(),
-        ..Settings::default()
-    };
-    site(hint, &["r1"], settings).await
+    let site = site(hint, &["r1"], Settings::default()).await;
+    write_config_boot(&site, "");
+    site
 }
 
 /// The config `c` for r1; its first apply creates the VRouterStatus `c`.
@@ -231,11 +230,11 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
 #[tokio::test]
 async fn with_drift_repair_off_drift_is_shown_and_never_repaired() {
     let settings = Settings {
-        config_boot_path: String::new(),
         drift_repair: false,
         ..Settings::default()
     };
     let site = site("drift-off", &["r1"], settings).await;
+    write_config_boot(&site, "");
     create_config(&site).await;
     let configs = site.ns.api::<VRouterConfig>();
     wait_for("Applied", Duration::from_secs(60), || async {

@@ -180,22 +180,17 @@ async fn a_reboot_forces_exactly_one_re_apply() {
 
 #[tokio::test]
 async fn a_reboot_inside_the_guest_forces_exactly_one_re_apply() {
-    // The guest's uptime file is this one (every test guest shares this
+    // The guest's uptime file is its sandbox's (every test guest shares this
     // machine's /proc); it starts an hour into a boot.
-    let uptime_file = std::env::temp_dir().join(format!("vrouter-pxc-guest-uptime-{}", std::process::id()));
+    let site = site("pxc-soft-reboot", &["r1"], Settings::default()).await;
+    let uptime_file = site.routers["r1"].sandbox.uptime_path();
     std::fs::write(&uptime_file, "3600.00 7000.00\n").unwrap();
-    let settings = Settings {
-        guest_uptime_path: uptime_file.to_string_lossy().into_owned(),
-        ..Settings::default()
-    };
-    let site = site("pxc-soft-reboot", &["r1"], settings).await;
     // The guest reboots itself: the QEMU process, and so the uptime Proxmox
     // reports (an hour), stays; only the guest's own clock starts over.
     one_re_apply_per_reboot(&site, |uptime| {
         std::fs::write(&uptime_file, format!("{:.2} 0.50\n", uptime.as_secs_f64())).unwrap()
     })
     .await;
-    std::fs::remove_file(&uptime_file).unwrap();
 }
 
 /// Applies a config, reboots r1 (`set_uptime` receives the uptime since the
@@ -280,13 +275,9 @@ async fn check_guest_uptime_false_leaves_a_guest_reboot_unnoticed() {
     // The guest's own clock says it just booted; Proxmox says an hour (the
     // QEMU process kept running). Only the guest check could see this
     // reboot, and `checkGuestUptime: false` turns it off.
-    let uptime_file = std::env::temp_dir().join(format!("vrouter-pxc-no-guest-check-{}", std::process::id()));
+    let site = site("pxc-no-guest-check", &["r1"], Settings::default()).await;
+    let uptime_file = site.routers["r1"].sandbox.uptime_path();
     std::fs::write(&uptime_file, "3600.00 7000.00\n").unwrap();
-    let settings = Settings {
-        guest_uptime_path: uptime_file.to_string_lossy().into_owned(),
-        ..Settings::default()
-    };
-    let site = site("pxc-no-guest-check", &["r1"], settings).await;
     let ns = &site.ns;
     ns.api::<ProxmoxCluster>()
         .patch(
@@ -323,5 +314,4 @@ async fn check_guest_uptime_false_leaves_a_guest_reboot_unnoticed() {
         assert_eq!(target.status.unwrap().last_reboot_time, None);
     }
     assert_eq!(sets(&site), 1, "no re-apply");
-    std::fs::remove_file(&uptime_file).unwrap();
 }

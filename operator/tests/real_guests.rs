@@ -92,7 +92,6 @@ async fn operator(ns: &TestNamespace, settings: Settings, kube_api: Option<kube:
         factory: FactoryContext {
             client: kube_api,
             guest_paths: GuestPaths::default(),
-            guest_timing: vrouter_operator::context::guest_timing(),
             ..FactoryContext::default()
         },
     });

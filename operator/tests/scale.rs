@@ -27,9 +27,9 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
 use vrouter_operator::context::{Context, Providers, Settings};
-use vrouter_operator::lookup_cache::{self, CachedLookup};
+use vrouter_operator::controllers;
 use vrouter_operator::metrics::Metrics;
-use vrouter_operator::run;
+use vrouter_providers::lookup_cache::{self, CachedLookup};
 use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::guest::GuestSandbox;
@@ -75,7 +75,6 @@ impl Providers for ScaleProviders {
         let name = target.metadata.name.clone().unwrap_or_default();
         let factory = FactoryContext {
             guest_paths: self.paths.get(&name).cloned().unwrap_or_default(),
-            guest_timing: vrouter_operator::context::guest_timing(),
             ..FactoryContext::default()
         };
         build_provider(target, &self.lookup, &factory).await
@@ -269,35 +268,31 @@ fn table(counts: &Counts) -> Vec<Value> {
 
 struct Fleet {
     _agents: Vec<AgentProcess>,
+    /// Each router's guest paths; drift detection reads one saved config
+    /// shared by all, so each VRouterStatus sync costs a real file read and
+    /// a real command through the agent.
     paths: HashMap<String, GuestPaths>,
-    /// What drift detection reads from every router: one saved config
-    /// shared by all (the setting is global), so each VRouterStatus sync
-    /// costs a real file read and a real command through the agent.
-    drift_settings: Settings,
 }
 
 async fn build_fleet(ns: &TestNamespace, pve: &FakeProxmox, targets: usize, agents: usize) -> Fleet {
     let agent_processes: Vec<AgentProcess> = (0..agents).map(|_| start_agent()).collect();
+    let saved = agent_processes[0].dir().join("config.boot");
+    std::fs::write(&saved, "system {\n    host-name scale\n}\n").unwrap();
+    let saved = saved.to_string_lossy().into_owned();
     let mut paths = HashMap::new();
     for i in 0..targets {
         let agent = &agent_processes[i % agents];
         let sandbox = GuestSandbox::new(&agent.dir().join(format!("vm{i}")), "vyos");
         pve.add_vm(100 + i as i64, "pve1", agent.socket_path());
-        paths.insert(format!("r{i}"), sandbox.paths());
+        let mut guest = sandbox.paths();
+        guest.config_boot = saved.clone();
+        guest.running_config = vec!["/bin/cat".into(), saved.clone()];
+        paths.insert(format!("r{i}"), guest);
         create::<VRouterTarget>(ns, target_body(i)).await;
     }
-    let saved = agent_processes[0].dir().join("config.boot");
-    std::fs::write(&saved, "system {\n    host-name scale\n}\n").unwrap();
-    let saved = saved.to_string_lossy().into_owned();
-    let drift_settings = Settings {
-        config_boot_path: saved.clone(),
-        running_config_command: vec!["/bin/cat".into(), saved],
-        ..Settings::default()
-    };
     Fleet {
         _agents: agent_processes,
         paths,
-        drift_settings,
     }
 }
 
@@ -334,7 +329,6 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         .unwrap();
     let namespace = ns.name().to_owned();
     let paths = fleet.paths.clone();
-    let settings = fleet.drift_settings.clone();
     let cpu_at_start = cpu_seconds_of_threads("operator");
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
     operator_rt.spawn(async move {
@@ -343,8 +337,8 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
             lookup: CachedLookup::new(KubeLookup::new(client.clone()), lookup_cache::DEFAULT_TTL),
             paths,
         });
-        let ctx = Arc::new(Context::new(client, Metrics::new(), settings, providers));
-        run::controllers(ctx, Some(namespace), async move {
+        let ctx = Arc::new(Context::new(client, Metrics::new(), Settings::default(), providers));
+        controllers::run(ctx, Some(namespace), async move {
             let _ = stopped.wait_for(|s| *s).await;
         })
         .await;

@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use vrouter_api::{Phase, VRouterConfig};
-use vrouter_operator::objects;
+use vrouter_operator::status_writes;
 use vrouter_test_apiserver::TestEnv;
 
 use common::create;
@@ -42,9 +42,9 @@ async fn a_result_survives_a_label_written_meanwhile_but_not_a_status_written_me
     result.phase = Phase::Applied;
     result.message = "exit 0".into();
 
-    let plain = objects::patch_status(&client, &seen, Some(&current), &result).await;
+    let plain = status_writes::patch_status(&client, &seen, Some(&current), &result).await;
     assert!(is_conflict(&plain), "the stale read is a conflict: {plain:?}");
-    let written = objects::patch_status_keeping_result(&client, &seen, &current, &result).await;
+    let written = status_writes::patch_status_keeping_result(&client, &seen, &current, &result).await;
     assert!(written.unwrap(), "the result is written over the new resourceVersion");
     let stored = api.get("c").await.unwrap();
     assert_eq!(
@@ -66,7 +66,7 @@ async fn a_result_survives_a_label_written_meanwhile_but_not_a_status_written_me
     .unwrap();
     let mut other = current.clone();
     other.phase = Phase::Failed;
-    let lost = objects::patch_status_keeping_result(&client, &seen, &current, &other).await;
+    let lost = status_writes::patch_status_keeping_result(&client, &seen, &current, &other).await;
     assert!(
         is_conflict(&lost),
         "a status changed meanwhile stays a conflict: {lost:?}"
@@ -99,7 +99,7 @@ async fn a_new_exec_handle_survives_a_label_written_while_the_apply_starts() {
     };
     let status = seen.status.clone().unwrap_or_default();
     let before = decide::before_dispatch(&status, generation, clock);
-    let fresh = objects::write_status(&client, &seen, Some(&status), &before)
+    let fresh = status_writes::write_status(&client, &seen, Some(&status), &before)
         .await
         .unwrap();
     api.patch(
@@ -110,7 +110,7 @@ async fn a_new_exec_handle_survives_a_label_written_while_the_apply_starts() {
     .await
     .unwrap();
     let dispatched = decide::after_dispatch(&before, generation, clock, 4242, None).status;
-    let written = objects::patch_status_keeping_result(&client, &fresh, &before, &dispatched).await;
+    let written = status_writes::patch_status_keeping_result(&client, &fresh, &before, &dispatched).await;
     assert!(written.unwrap(), "the handle is written over the new resourceVersion");
     let stored = api.get("d").await.unwrap();
     assert_eq!(

@@ -2,6 +2,8 @@
 //! registered with a `url:` client config and called by the API server for
 //! every write of the seven kinds, as in a cluster.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,8 +11,6 @@ use k8s_openapi::api::admissionregistration::v1::{
     RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration,
 };
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 use tokio::net::TcpListener;
@@ -22,6 +22,8 @@ use vrouter_operator::tls::ReloadingCert;
 use vrouter_operator::webhooks::review::Admission;
 use vrouter_operator::webhooks::server::{self, VALIDATE_PATH};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
+
+use common::{Namespaced, try_create as create};
 
 const KINDS: [&str; 7] = [
     "vroutertemplates",
@@ -148,29 +150,7 @@ fn with_kind<K: kube::Resource<DynamicType = ()>>(mut body: Value) -> Value {
     body
 }
 
-async fn create<K>(ns: &TestNamespace, body: Value) -> Result<K, String>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + std::fmt::Debug,
-{
-    let object: K = serde_json::from_value(with_kind::<K>(body)).unwrap();
-    ns.api::<K>()
-        .create(&PostParams::default(), &object)
-        .await
-        .map_err(|e| e.to_string())
-}
-
-async fn denied<K>(ns: &TestNamespace, body: Value) -> String
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + std::fmt::Debug,
-{
+async fn denied<K: Namespaced>(ns: &TestNamespace, body: Value) -> String {
     match create::<K>(ns, body.clone()).await {
         Ok(_) => panic!("{} was admitted: {body}", K::kind(&())),
         Err(message) => message,
@@ -389,13 +369,7 @@ async fn status_config_ref_must_name_a_config_in_its_namespace() {
     );
 }
 
-async fn delete_error<K>(ns: &TestNamespace, name: &str) -> Option<String>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-{
+async fn delete_error<K: Namespaced>(ns: &TestNamespace, name: &str) -> Option<String> {
     ns.api::<K>()
         .delete(name, &DeleteParams::default())
         .await

@@ -1,12 +1,12 @@
-//! Structural checks of the Helm chart in `deploy/helm/vrouter-operator/`.
-//!
-//! Helm itself is not available on this machine (Debian ships no `helm`
-//! package), so the chart is NOT rendered here. Instead these tests check what
-//! can be checked without Go templates: every action is closed, every
-//! `.Values` path and every `include` resolves, each manifest template is YAML
-//! once its actions are blanked out, and the chart says the same as the plain
-//! manifests in `deploy/operator/` (RBAC rules, webhook rules, security
-//! contexts, resources) and the operator's flags (`operator/src/cli.rs`).
+//! Structural checks of the Helm chart in `deploy/helm/vrouter-operator/`
+//! that need no Helm and no API server, so they run in a plain `cargo test`:
+//! every action is closed, every `.Values` path and every `include`
+//! resolves, each manifest template is YAML once its actions are blanked
+//! out, and the chart says the same as the plain manifests in
+//! `deploy/operator/` (RBAC rules, webhook rules, security contexts,
+//! resources) and the operator's flags (`operator/src/cli.rs`). Rendering
+//! the chart with a real `helm` and sending it to a real API server is
+//! `operator/tests/helm_chart.rs`.
 
 use std::collections::BTreeSet;
 use std::fs;

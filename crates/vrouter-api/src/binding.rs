@@ -51,11 +51,85 @@ pub struct VRouterBindingSpec {
     pub rollout: Option<RolloutSpec>,
 }
 
+impl VRouterBinding {
+    /// The VRouterConfig this binding generates for `target`:
+    /// `{binding}.{target}` (the rollout walk names it the same way).
+    pub fn config_name(&self, target: &str) -> String {
+        vrouter_rollout::config_name(self.metadata.name.as_deref().unwrap_or(""), target)
+    }
+
+    /// Every reference of the binding, in the order they render (templates,
+    /// params, targets), each with the field it sits in.
+    pub fn references(&self) -> Vec<BindingRef<'_>> {
+        let spec = &self.spec;
+        let mut out = Vec::new();
+        if let Some(r) = &spec.template_ref {
+            out.push(BindingRef {
+                kind: ReferencedKind::Template,
+                field: "spec.templateRef".to_owned(),
+                name_ref: r,
+            });
+        }
+        let lists = [
+            (ReferencedKind::Template, "spec.templateRefs", &spec.template_refs),
+            (ReferencedKind::Params, "spec.paramsRefs", &spec.params_refs),
+            (ReferencedKind::Target, "spec.targetRefs", &spec.target_refs),
+        ];
+        for (kind, field, list) in lists {
+            out.extend(list.iter().enumerate().map(|(i, r)| BindingRef {
+                kind,
+                field: format!("{field}[{i}]"),
+                name_ref: r,
+            }));
+        }
+        out
+    }
+}
+
+/// The kinds a VRouterBinding references.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReferencedKind {
+    Template,
+    Params,
+    Target,
+}
+
+impl ReferencedKind {
+    /// The Kubernetes kind, as messages name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReferencedKind::Template => "VRouterTemplate",
+            ReferencedKind::Params => "VRouterParams",
+            ReferencedKind::Target => "VRouterTarget",
+        }
+    }
+}
+
+/// One reference of a binding: what it points at and where it is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingRef<'a> {
+    pub kind: ReferencedKind,
+    /// `spec.templateRef`, `spec.templateRefs[0]`, `spec.paramsRefs[1]`, …
+    pub field: String,
+    pub name_ref: &'a NameRef,
+}
+
 impl VRouterBindingSpec {
     /// The templates in the order they render: the deprecated single
     /// `templateRef` first, then `templateRefs`.
     pub fn effective_template_refs(&self) -> impl Iterator<Item = &NameRef> {
         self.template_ref.iter().chain(self.template_refs.iter())
+    }
+
+    /// The references to objects of one kind, in order (for templates, the
+    /// deprecated `templateRef` first).
+    pub fn refs_of(&self, kind: ReferencedKind) -> impl Iterator<Item = &NameRef> {
+        let (single, list) = match kind {
+            ReferencedKind::Template => (self.template_ref.as_ref(), &self.template_refs),
+            ReferencedKind::Params => (None, &self.params_refs),
+            ReferencedKind::Target => (None, &self.target_refs),
+        };
+        single.into_iter().chain(list)
     }
 
     /// The rollout mode in force: absent, `{}` and an unset mode all mean Disabled.

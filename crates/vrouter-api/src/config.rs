@@ -39,31 +39,15 @@ pub struct VRouterConfigSpec {
     pub commands: String,
 }
 
-/// Where an apply stands. Display only: controllers decide from
-/// `observedGeneration`, `execPID` and the conditions.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
-pub enum Phase {
-    #[default]
-    Pending,
-    Applying,
-    Applied,
-    Failed,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Pending => "Pending",
-            Phase::Applying => "Applying",
-            Phase::Applied => "Applied",
-            Phase::Failed => "Failed",
-        }
-    }
-}
+/// Where an apply stands: the rollout walk's own type, so the status and the
+/// walk agree on every value without a conversion.
+pub use vrouter_rollout::Phase;
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VRouterConfigStatus {
+    /// Where an apply stands. Display only: controllers decide from
+    /// `observedGeneration`, `execPID` and the conditions.
     #[serde(default)]
     pub phase: Phase,
     /// Handle of the apply in flight (a guest-agent PID for KubeVirt and Proxmox).
@@ -86,6 +70,18 @@ pub struct VRouterConfigStatus {
     pub observed_generation: i64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+impl VRouterConfig {
+    /// Paused for debugging (annotation `vrouter.kojuro.date/paused: "true"`):
+    /// no apply and no drift repair, while drift stays visible.
+    pub fn is_paused(&self) -> bool {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::constants::ANNOTATION_PAUSED))
+            .is_some_and(|v| v == "true")
+    }
 }
 
 fn is_zero(n: &i64) -> bool {

@@ -73,14 +73,3 @@ pub mod event {
     /// tried again): its router is not watched for drift meanwhile.
     pub const STATUS_NOT_CREATED: &str = "StatusNotCreated";
 }
-
-/// The fixed path the apply script is written to inside the guest.
-pub const SCRIPT_PATH: &str = "/tmp/vrouter-apply.sh";
-/// The startup configuration of a VyOS router.
-pub const CONFIG_BOOT_PATH: &str = "/config/config.boot";
-
-/// Prints the router's running (committed, possibly unsaved) config. VyOS
-/// keeps it as a directory tree under /opt/vyatta/config/active, not a file;
-/// `cli-shell-api` is the tool VyOS's own `show configuration` uses to
-/// serialise it in config.boot syntax.
-pub const SHOW_RUNNING_CONFIG: [&str; 3] = ["/bin/cli-shell-api", "showConfig", "--show-active-only"];

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod binding;
+pub mod compose;
 pub mod config;
 pub mod constants;
 pub mod crds;
@@ -12,17 +13,21 @@ pub mod refs;
 pub mod status;
 pub mod target;
 pub mod template;
+pub mod validate;
 
-pub use binding::{RolloutMode, RolloutSpec, RolloutStatus, VRouterBinding, VRouterBindingSpec, VRouterBindingStatus};
+pub use binding::{
+    BindingRef, ReferencedKind, RolloutMode, RolloutSpec, RolloutStatus, VRouterBinding, VRouterBindingSpec,
+    VRouterBindingStatus,
+};
 pub use config::{Phase, VRouterConfig, VRouterConfigSpec, VRouterConfigStatus};
 pub use duration::Duration;
 pub use params::{VRouterParams, VRouterParamsSpec};
 pub use proxmox_cluster::{ProxmoxCluster, ProxmoxClusterSpec, ProxmoxClusterStatus};
-pub use refs::{NameRef, SecretKeyRef, SecretReference};
+pub use refs::{ControllerRef, NameRef, SecretKeyRef, SecretReference};
 pub use status::{VRouterStatus, VRouterStatusSpec, VRouterStatusStatus};
 pub use target::{
-    DaemonConfig, KubeVirtConfig, KubeconfigRef, ProviderConfig, ProviderType, ProxmoxConfig, VRouterTarget,
-    VRouterTargetSpec, VRouterTargetStatus,
+    DaemonConfig, KubeVirtConfig, KubeconfigRef, ProviderConfig, ProviderType, ProxmoxConfig, SelectedProvider,
+    VRouterTarget, VRouterTargetSpec, VRouterTargetStatus,
 };
 pub use template::{VRouterTemplate, VRouterTemplateSpec};
 

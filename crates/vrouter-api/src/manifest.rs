@@ -37,6 +37,20 @@ impl Manifest {
         }
     }
 
+    /// The metadata of an object of ours; `None` for other kinds.
+    pub fn metadata(&self) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> {
+        match self {
+            Manifest::Template(o) => Some(&o.metadata),
+            Manifest::Target(o) => Some(&o.metadata),
+            Manifest::Binding(o) => Some(&o.metadata),
+            Manifest::Params(o) => Some(&o.metadata),
+            Manifest::Config(o) => Some(&o.metadata),
+            Manifest::ProxmoxCluster(o) => Some(&o.metadata),
+            Manifest::Status(o) => Some(&o.metadata),
+            Manifest::Other(_) => None,
+        }
+    }
+
     /// The object as JSON, as it would be sent to the API server.
     pub fn to_value(&self) -> serde_json::Value {
         let result = match self {

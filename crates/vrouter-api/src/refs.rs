@@ -1,5 +1,7 @@
 //! References between objects, and the schema helpers shared by several kinds.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +52,22 @@ pub struct SecretReference {
     pub name: String,
 }
 
+/// The reference that makes an object the operator writes controlled by
+/// `self`: kube's controller reference, with `blockOwnerDeletion` set as
+/// Kubernetes' own controllers set it, so the owner's foreground deletion
+/// waits for what it owns.
+pub trait ControllerRef: Resource<DynamicType = ()> {
+    /// `None` for an object without a name or uid (one read from a file).
+    fn controller_ref(&self) -> Option<OwnerReference> {
+        Some(OwnerReference {
+            block_owner_deletion: Some(true),
+            ..self.controller_owner_ref(&())?
+        })
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> ControllerRef for K {}
+
 /// Schema of a schemaless `params` block: any JSON, kept as written.
 pub(crate) fn preserve_unknown_fields(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
@@ -71,6 +89,24 @@ mod tests {
         let r = NameRef::new("site-a");
         assert_eq!(r.resolve_namespace("prod"), "prod");
         assert!(!r.crosses_namespace("prod"));
+    }
+
+    #[test]
+    fn a_controller_reference_blocks_the_owners_deletion() {
+        let mut binding = crate::VRouterBinding::new("bgp", Default::default());
+        assert_eq!(binding.controller_ref(), None, "no uid: read from a file");
+        binding.metadata.uid = Some("uid-1".into());
+        assert_eq!(
+            binding.controller_ref(),
+            Some(OwnerReference {
+                api_version: "vrouter.kojuro.date/v1".into(),
+                kind: "VRouterBinding".into(),
+                name: "bgp".into(),
+                uid: "uid-1".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            })
+        );
     }
 
     #[test]

@@ -67,3 +67,11 @@ pub struct VRouterStatusStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
+
+impl VRouterStatus {
+    /// The ConfigMap holding the router's startup and running configs
+    /// (keys `startup` and `running`): `vrs-<name>-config`.
+    pub fn config_map_name(&self) -> String {
+        format!("vrs-{}-config", self.metadata.name.as_deref().unwrap_or(""))
+    }
+}

@@ -144,6 +144,26 @@ pub struct VRouterTargetStatus {
     pub vm_running: bool,
 }
 
+/// The provider block that `spec.provider.type` selects.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SelectedProvider<'a> {
+    KubeVirt(&'a KubeVirtConfig),
+    Proxmox(&'a ProxmoxConfig),
+    Daemon(&'a DaemonConfig),
+}
+
+impl ProviderConfig {
+    /// The block of the selected type; `None` when that block is missing
+    /// (a block of another type is ignored).
+    pub fn selected(&self) -> Option<SelectedProvider<'_>> {
+        match self.type_ {
+            ProviderType::KubeVirt => self.kubevirt.as_ref().map(SelectedProvider::KubeVirt),
+            ProviderType::Proxmox => self.proxmox.as_ref().map(SelectedProvider::Proxmox),
+            ProviderType::VRouterDaemon => self.daemon.as_ref().map(SelectedProvider::Daemon),
+        }
+    }
+}
+
 impl VRouterTarget {
     /// Namespace of the KubeVirt VM: the explicit one, else the target's own.
     pub fn kubevirt_namespace(&self) -> Option<String> {

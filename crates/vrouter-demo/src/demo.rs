@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus};
 use vrouter_operator::context::{Context, Settings};
 use vrouter_operator::metrics::Metrics;
-use vrouter_providers::KubeLookup;
+use vrouter_providers::{GuestPaths, KubeLookup};
 use vrouter_test_apiserver::TestEnv;
 
 use crate::examples;
@@ -89,44 +89,9 @@ pub async fn run(opts: &Options, finished: &AtomicBool) -> anyhow::Result<()> {
     for note in &plan.notes {
         say(note.kind.tag(), &note.text);
     }
-    say(
-        "substitute",
-        format!(
-            "drift detection reads `{CONFIG_BOOT_IN_GUEST}` and runs `{}` in each simulated guest's own directory instead of {} and `{}`: the guests share this machine's filesystem",
-            SHOW_RUNNING_IN_GUEST.join(" "),
-            vrouter_api::constants::CONFIG_BOOT_PATH,
-            vrouter_api::constants::SHOW_RUNNING_CONFIG.join(" ")
-        ),
-    );
-
     let client = env.client();
     create_namespaces(&client, &plan).await?;
-    let providers = Arc::new(DemoProviders {
-        lookup: KubeLookup::new(client.clone()),
-        kubevirt_client: sim.kube_api.client(),
-        guest_paths: sim.guest_paths(),
-    });
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        Metrics::new(),
-        Settings {
-            config_boot_path: CONFIG_BOOT_IN_GUEST.into(),
-            running_config_command: SHOW_RUNNING_IN_GUEST.map(str::to_owned).to_vec(),
-            ..Settings::default()
-        },
-        providers,
-    ));
-    let (stop, mut stopping) = watch::channel(false);
-    let controllers = tokio::spawn(vrouter_operator::run::controllers(ctx, None, async move {
-        let _ = stopping.wait_for(|s| *s).await;
-    }));
-    say(
-        "operator",
-        format!(
-            "controllers running in this process for all namespaces (log: {})",
-            opts.log_file.display()
-        ),
-    );
+    let (stop, controllers) = start_operator(&client, &sim, opts);
 
     for item in &plan.items {
         apply(&client, item).await?;
@@ -162,6 +127,47 @@ pub async fn run(opts: &Options, finished: &AtomicBool) -> anyhow::Result<()> {
     let _ = stop.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), controllers).await;
     Ok(())
+}
+
+/// Starts the operator's controllers in this process, every router reached
+/// through its simulation; they stop when the returned sender says so.
+fn start_operator(
+    client: &kube::Client,
+    sim: &Simulated,
+    opts: &Options,
+) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    say(
+        "substitute",
+        format!(
+            "drift detection reads `{CONFIG_BOOT_IN_GUEST}` and runs `{}` in each simulated guest's own directory instead of {} and `{}`: the guests share this machine's filesystem",
+            SHOW_RUNNING_IN_GUEST.join(" "),
+            GuestPaths::default().config_boot,
+            GuestPaths::default().running_config.join(" ")
+        ),
+    );
+    let providers = Arc::new(DemoProviders {
+        lookup: KubeLookup::new(client.clone()),
+        kubevirt_client: sim.kube_api.client(),
+        guest_paths: sim.guest_paths(),
+    });
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        Metrics::new(),
+        Settings::default(),
+        providers,
+    ));
+    let (stop, mut stopping) = watch::channel(false);
+    let controllers = tokio::spawn(vrouter_operator::controllers::run(ctx, None, async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    }));
+    say(
+        "operator",
+        format!(
+            "controllers running in this process for all namespaces (log: {})",
+            opts.log_file.display()
+        ),
+    );
+    (stop, controllers)
 }
 
 fn short_description(router: &SimRouter) -> String {
@@ -388,8 +394,37 @@ async fn repair_drift(client: &kube::Client, plan: &Plan, sim: &Simulated, limit
     };
     let guest = &sim.guests[&target.name];
     let statuses: Api<VRouterStatus> = Api::namespaced(client.clone(), &config_key.namespace);
+    let baseline = wait_for_baseline(&statuses, config_key, target, limit).await?;
+    let commits = || guest.sandbox.calls().iter().filter(|c| *c == "commit").count();
+    let before = commits();
+    let config_boot = guest.config_boot();
+    std::fs::write(&config_boot, HAND_EDITED).with_context(|| format!("editing {}", config_boot.display()))?;
+    say(
+        "drift",
+        format!(
+            "someone changes {target} by hand and saves (its /config/config.boot now says host-name edited-by-hand)"
+        ),
+    );
     let configs: Api<VRouterConfig> = Api::namespaced(client.clone(), &config_key.namespace);
+    watch_the_repair(
+        &statuses,
+        &configs,
+        config_key,
+        &baseline.baseline_hash,
+        || commits() - before,
+        limit,
+    )
+    .await
+}
 
+/// Waits for the VRouterStatus the operator creates after the first apply,
+/// makes it sync every second, and waits for its first baseline.
+async fn wait_for_baseline(
+    statuses: &Api<VRouterStatus>,
+    config_key: &Key,
+    target: &Key,
+    limit: Duration,
+) -> anyhow::Result<vrouter_api::VRouterStatusStatus> {
     say(
         "drift",
         format!("waiting for the VRouterStatus {config_key} the operator creates after the first apply"),
@@ -424,17 +459,19 @@ async fn repair_drift(client: &kube::Client, plan: &Plan, sim: &Simulated, limit
         "drift",
         format!("baseline of {target}'s /config/config.boot: {}", baseline.baseline_hash),
     );
+    Ok(baseline)
+}
 
-    let commits = || guest.sandbox.calls().iter().filter(|c| *c == "commit").count();
-    let before = commits();
-    let config_boot = guest.config_boot();
-    std::fs::write(&config_boot, HAND_EDITED).with_context(|| format!("editing {}", config_boot.display()))?;
-    say(
-        "drift",
-        format!(
-            "someone changes {target} by hand and saves (its /config/config.boot now says host-name edited-by-hand)"
-        ),
-    );
+/// Watches a hand-edited router until drift detection saw the edit and the
+/// declared config was applied again (`reapplies` counts those applies).
+async fn watch_the_repair(
+    statuses: &Api<VRouterStatus>,
+    configs: &Api<VRouterConfig>,
+    config_key: &Key,
+    baseline: &str,
+    reapplies: impl Fn() -> usize,
+    limit: Duration,
+) -> anyhow::Result<()> {
     let edited = Instant::now();
     let mut detected = false;
     loop {
@@ -453,7 +490,7 @@ async fn repair_drift(client: &kube::Client, plan: &Plan, sim: &Simulated, limit
             .and_then(|c| c.status)
             .map(|s| s.phase)
             .unwrap_or_default();
-        if !detected && (status.drift_detected || phase != Phase::Applied || commits() > before) {
+        if !detected && (status.drift_detected || phase != Phase::Applied || reapplies() > 0) {
             detected = true;
             say(
                 "drift",
@@ -464,17 +501,17 @@ async fn repair_drift(client: &kube::Client, plan: &Plan, sim: &Simulated, limit
             );
         }
         if detected
-            && commits() > before
+            && reapplies() > 0
             && phase == Phase::Applied
             && !status.drift_detected
-            && status.baseline_hash != baseline.baseline_hash
+            && status.baseline_hash != baseline
         {
             say(
                 "drift",
                 format!(
                     "repaired after {}: the declared config was applied again ({} apply), VRouterConfig {config_key} Applied, new baseline {}",
                     secs(edited.elapsed()),
-                    commits() - before,
+                    reapplies(),
                     status.baseline_hash
                 ),
             );
@@ -498,28 +535,21 @@ async fn repair_drift(client: &kube::Client, plan: &Plan, sim: &Simulated, limit
                 secs(limit),
                 phase.as_str(),
                 status.drift_detected,
-                commits() - before
+                reapplies()
             );
         }
         tokio::time::sleep(POLL).await;
     }
 }
 
-async fn wait<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<T>
+async fn wait<T, F, Fut>(limit: Duration, what: &str, check: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let started = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return Ok(value);
-        }
-        if started.elapsed() > limit {
-            bail!("timed out after {} waiting for {what}", secs(limit));
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    vrouter_test_peers::eventually(limit, check)
+        .await
+        .ok_or_else(|| anyhow!("timed out after {} waiting for {what}", secs(limit)))
 }
 
 /// Proves the kubeconfig the demo prints works before printing it.

@@ -13,7 +13,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use vrouter_api::manifest::Manifest;
 use vrouter_api::{ProviderType, VRouterTarget};
-use vrouter_operator::vrouterbinding::plan::config_name;
 
 /// One parsed object and the file it came from.
 #[derive(Debug, Clone)]
@@ -222,48 +221,63 @@ fn shorten(value: &mut Value, pointer: &str, to: &str) -> Option<String> {
 /// the loopback simulations, long waits shortened, operator-written
 /// objects left out, and a config added for any target nothing configures.
 pub fn plan(sources: &[Source], loopback: &Loopback) -> Plan {
-    let mut items = Vec::new();
-    let mut notes = Vec::new();
-    let mut expected = Vec::new();
-    let note = |notes: &mut Vec<Note>, kind, text: String| notes.push(Note { kind, text });
+    let mut plan = Plan {
+        items: Vec::new(),
+        notes: Vec::new(),
+        expected: Vec::new(),
+    };
     for source in sources {
+        if let Some(item) = plan.adapt(source, loopback) {
+            plan.items.push(item);
+        }
+    }
+    plan.configure_the_unconfigured(sources);
+    plan
+}
+
+impl Plan {
+    fn note(&mut self, kind: NoteKind, text: String) {
+        self.notes.push(Note { kind, text });
+    }
+
+    /// What the demo applies for one example object, or `None` for an
+    /// object the operator writes itself.
+    fn adapt(&mut self, source: &Source, loopback: &Loopback) -> Option<Item> {
         let mut value = source.manifest.to_value();
         let kind = source.manifest.kind().to_owned();
         let key = Key::new(&namespace_of(&value), &name_of(&value));
         match &source.manifest {
             Manifest::Status(_) => {
-                note(
-                    &mut notes,
+                self.note(
                     NoteKind::Skip,
                     format!(
                         "{} ({kind} {key}): the operator creates one per applied VRouterConfig; the example is for reference",
                         source.file
                     ),
                 );
-                continue;
+                return None;
             }
             Manifest::Config(config) if config.metadata.owner_references.as_ref().is_some_and(|o| !o.is_empty()) => {
-                note(
-                    &mut notes,
+                self.note(
                     NoteKind::Skip,
                     format!(
                         "{} ({kind} {key}): written by the binding controller, not by users; the example is for reference",
                         source.file
                     ),
                 );
-                continue;
+                return None;
             }
             Manifest::Config(config) => {
                 if let Some(status) = value.as_object_mut() {
                     status.remove("status");
                 }
-                expected.push((key.clone(), Key::new(&key.namespace, &config.spec.target_ref.name)));
+                self.expected
+                    .push((key.clone(), Key::new(&key.namespace, &config.spec.target_ref.name)));
             }
             Manifest::ProxmoxCluster(cluster) => {
                 value["spec"]["endpoints"] = json!([loopback.proxmox_url]);
                 value["spec"]["insecureSkipTLSVerify"] = json!(true);
-                note(
-                    &mut notes,
+                self.note(
                     NoteKind::Substitute,
                     format!(
                         "ProxmoxCluster {key}: endpoints {} -> {} (simulated Proxmox VE with a self-signed certificate, so insecureSkipTLSVerify: true)",
@@ -272,94 +286,102 @@ pub fn plan(sources: &[Source], loopback: &Loopback) -> Plan {
                     ),
                 );
             }
-            Manifest::Target(target) => {
-                let provider = &target.spec.provider;
-                match provider.type_ {
-                    ProviderType::VRouterDaemon => {
-                        let old = provider.daemon.as_ref().map(|d| d.address.clone()).unwrap_or_default();
-                        value["spec"]["provider"]["daemon"]["address"] = json!(loopback.daemon_address);
-                        note(
-                            &mut notes,
-                            NoteKind::Substitute,
-                            format!(
-                                "VRouterTarget {key}: daemon address {old} -> {} (local vrouter-daemon)",
-                                loopback.daemon_address
-                            ),
-                        );
-                    }
-                    ProviderType::KubeVirt => {
-                        let vmi = provider.kubevirt.as_ref().map(|k| k.name.as_str()).unwrap_or_default();
-                        let vmi_ns = target.kubevirt_namespace().unwrap_or_else(|| key.namespace.clone());
-                        note(
-                            &mut notes,
-                            NoteKind::Substitute,
-                            format!(
-                                "VRouterTarget {key}: KubeVirt VMI {vmi_ns}/{vmi} is served by a simulated KubeVirt API at {} (unchanged manifest)",
-                                loopback.kube_api_url
-                            ),
-                        );
-                    }
-                    ProviderType::Proxmox => {}
-                }
-            }
+            Manifest::Target(target) => self.adapt_target(target, &key, &mut value, loopback),
             Manifest::Binding(binding) => {
-                for (field, to) in [
-                    ("waitAfterApplied", DEMO_WAIT_AFTER_APPLIED),
-                    ("pollInterval", DEMO_POLL_INTERVAL),
-                ] {
-                    if let Some(old) = shorten(&mut value, &format!("/spec/rollout/{field}"), to) {
-                        note(
-                            &mut notes,
-                            NoteKind::Shorten,
-                            format!("VRouterBinding {key}: spec.rollout.{field} {old} -> {to}"),
-                        );
-                    }
-                }
+                self.shorten_rollout(&key, &mut value);
                 for target in &binding.spec.target_refs {
-                    let name = config_name(&key.name, &target.name);
-                    expected.push((Key::new(&key.namespace, &name), Key::new(&key.namespace, &target.name)));
+                    let name = binding.config_name(&target.name);
+                    self.expected
+                        .push((Key::new(&key.namespace, &name), Key::new(&key.namespace, &target.name)));
                 }
             }
             _ => {}
         }
-        items.push(Item {
+        Some(Item {
             file: source.file.clone(),
             kind,
             key,
             value,
-        });
+        })
     }
-    let configured: BTreeSet<Key> = expected.iter().map(|(_, target)| target.clone()).collect();
-    for router in routers(sources) {
-        if configured.contains(&router.target) {
-            continue;
+
+    /// Points a target at the simulation that plays its provider.
+    fn adapt_target(&mut self, target: &VRouterTarget, key: &Key, value: &mut Value, loopback: &Loopback) {
+        let provider = &target.spec.provider;
+        match provider.type_ {
+            ProviderType::VRouterDaemon => {
+                let old = provider.daemon.as_ref().map(|d| d.address.clone()).unwrap_or_default();
+                value["spec"]["provider"]["daemon"]["address"] = json!(loopback.daemon_address);
+                self.note(
+                    NoteKind::Substitute,
+                    format!(
+                        "VRouterTarget {key}: daemon address {old} -> {} (local vrouter-daemon)",
+                        loopback.daemon_address
+                    ),
+                );
+            }
+            ProviderType::KubeVirt => {
+                let vmi = provider.kubevirt.as_ref().map(|k| k.name.as_str()).unwrap_or_default();
+                let vmi_ns = target.kubevirt_namespace().unwrap_or_else(|| key.namespace.clone());
+                self.note(
+                    NoteKind::Substitute,
+                    format!(
+                        "VRouterTarget {key}: KubeVirt VMI {vmi_ns}/{vmi} is served by a simulated KubeVirt API at {} (unchanged manifest)",
+                        loopback.kube_api_url
+                    ),
+                );
+            }
+            ProviderType::Proxmox => {}
         }
-        let key = Key::new(&router.target.namespace, &format!("{}-demo", router.target.name));
-        note(
-            &mut notes,
-            NoteKind::Add,
-            format!(
-                "VRouterConfig {key}: nothing in the examples configures VRouterTarget {}, so the demo gives it one command",
-                router.target
-            ),
-        );
-        items.push(Item {
-            file: "(added by the demo)".into(),
-            kind: "VRouterConfig".into(),
-            key: key.clone(),
-            value: json!({
-                "apiVersion": "vrouter.kojuro.date/v1",
-                "kind": "VRouterConfig",
-                "metadata": {"name": key.name, "namespace": key.namespace},
-                "spec": {
-                    "targetRef": {"name": router.target.name},
-                    "commands": format!("set system host-name {}\n", router.target.name),
-                },
-            }),
-        });
-        expected.push((key, router.target.clone()));
     }
-    Plan { items, notes, expected }
+
+    /// Shortens a binding's rollout waits to the demo's.
+    fn shorten_rollout(&mut self, key: &Key, value: &mut Value) {
+        for (field, to) in [
+            ("waitAfterApplied", DEMO_WAIT_AFTER_APPLIED),
+            ("pollInterval", DEMO_POLL_INTERVAL),
+        ] {
+            if let Some(old) = shorten(value, &format!("/spec/rollout/{field}"), to) {
+                self.note(
+                    NoteKind::Shorten,
+                    format!("VRouterBinding {key}: spec.rollout.{field} {old} -> {to}"),
+                );
+            }
+        }
+    }
+
+    /// Adds a one-command config for every router nothing configures.
+    fn configure_the_unconfigured(&mut self, sources: &[Source]) {
+        let configured: BTreeSet<Key> = self.expected.iter().map(|(_, target)| target.clone()).collect();
+        for router in routers(sources) {
+            if configured.contains(&router.target) {
+                continue;
+            }
+            let key = Key::new(&router.target.namespace, &format!("{}-demo", router.target.name));
+            self.note(
+                NoteKind::Add,
+                format!(
+                    "VRouterConfig {key}: nothing in the examples configures VRouterTarget {}, so the demo gives it one command",
+                    router.target
+                ),
+            );
+            self.items.push(Item {
+                file: "(added by the demo)".into(),
+                kind: "VRouterConfig".into(),
+                key: key.clone(),
+                value: json!({
+                    "apiVersion": "vrouter.kojuro.date/v1",
+                    "kind": "VRouterConfig",
+                    "metadata": {"name": key.name, "namespace": key.namespace},
+                    "spec": {
+                        "targetRef": {"name": router.target.name},
+                        "commands": format!("set system host-name {}\n", router.target.name),
+                    },
+                }),
+            });
+            self.expected.push((key, router.target.clone()));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -132,7 +132,12 @@ impl Simulated {
     pub fn guest_paths(&self) -> HashMap<String, GuestPaths> {
         self.guests
             .iter()
-            .map(|(target, guest)| (target.clone(), guest.sandbox.paths()))
+            .map(|(target, guest)| {
+                let mut paths = guest.sandbox.paths();
+                paths.config_boot = CONFIG_BOOT_IN_GUEST.into();
+                paths.running_config = SHOW_RUNNING_IN_GUEST.map(str::to_owned).to_vec();
+                (target.clone(), paths)
+            })
             .collect()
     }
 }

@@ -14,7 +14,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use vrouter_api::proxmox_cluster::{SECRET_KEY_TOKEN_ID, SECRET_KEY_TOKEN_SECRET};
-use vrouter_api::{DaemonConfig, ProviderType, ProxmoxCluster, VRouterTarget};
+use vrouter_api::validate;
+use vrouter_api::{DaemonConfig, ProxmoxCluster, SelectedProvider, VRouterTarget};
 
 use crate::daemon::{DaemonOptions, DaemonProvider};
 use crate::error::{KubeAccess, ProviderError};
@@ -158,7 +159,10 @@ fn target_name(target: &VRouterTarget) -> String {
     )
 }
 
-/// Everything that can be decided from the target alone.
+/// Everything that can be decided from the target alone. The target's
+/// object rules are `vrouter_api::validate::target`, the same the webhook
+/// applies: a target stored before a rule existed (or with webhooks off) is
+/// refused here with the webhook's own words.
 pub fn plan(target: &VRouterTarget) -> Result<Plan, ProviderError> {
     let name = target_name(target);
     let invalid = |reason: String| ProviderError::InvalidTarget {
@@ -171,94 +175,40 @@ pub fn plan(target: &VRouterTarget) -> Result<Plan, ProviderError> {
         .clone()
         .filter(|ns| !ns.is_empty())
         .ok_or_else(|| invalid("the target has no namespace".into()))?;
-    let provider = &target.spec.provider;
-    match provider.type_ {
-        ProviderType::KubeVirt => {
-            let kv = provider
-                .kubevirt
-                .as_ref()
-                .ok_or_else(|| invalid("provider.type is kubevirt but provider.kubevirt is missing".into()))?;
-            if kv.name.trim().is_empty() {
-                return Err(invalid("provider.kubevirt.name is empty".into()));
-            }
-            let namespace = if kv.namespace.is_empty() {
+    let findings = validate::target(target);
+    let selected = target.spec.provider.selected();
+    let (true, Some(selected)) = (findings.is_allowed(), selected) else {
+        return Err(invalid(findings.denial_message()));
+    };
+    Ok(match selected {
+        SelectedProvider::KubeVirt(kv) => Plan::KubeVirt {
+            vm: kv.name.clone(),
+            namespace: if kv.namespace.is_empty() {
                 own_namespace.clone()
             } else {
                 kv.namespace.clone()
-            };
-            let kubeconfig = match &kv.kubeconfig {
-                None => None,
-                Some(k) => {
-                    let r = &k.secret_ref;
-                    if r.name.is_empty() || r.key.is_empty() {
-                        return Err(invalid(
-                            "provider.kubevirt.kubeconfig.secretRef needs both name and key".into(),
-                        ));
-                    }
-                    // The Secret is the target's own: a kubeconfig carries
-                    // credentials, and borrowing another namespace's would
-                    // cross the tenancy boundary.
-                    Some(SecretKeyAt {
-                        namespace: own_namespace.clone(),
-                        name: r.name.clone(),
-                        key: r.key.clone(),
-                    })
-                }
-            };
-            Ok(Plan::KubeVirt {
-                vm: kv.name.clone(),
-                namespace,
-                kubeconfig,
-            })
-        }
-        ProviderType::Proxmox => {
-            let px = provider
-                .proxmox
+            },
+            // The Secret is the target's own: a kubeconfig carries
+            // credentials, and borrowing another namespace's would cross
+            // the tenancy boundary.
+            kubeconfig: kv.kubeconfig.as_ref().map(|k| SecretKeyAt {
+                namespace: own_namespace.clone(),
+                name: k.secret_ref.name.clone(),
+                key: k.secret_ref.key.clone(),
+            }),
+        },
+        SelectedProvider::Proxmox(px) => Plan::Proxmox {
+            vmid: px.vmid,
+            cluster_namespace: own_namespace,
+            cluster_name: px.cluster_ref.name.clone(),
+            cached_node: target
+                .status
                 .as_ref()
-                .ok_or_else(|| invalid("provider.type is proxmox but provider.proxmox is missing".into()))?;
-            if px.vmid <= 0 {
-                return Err(invalid(format!(
-                    "provider.proxmox.vmid must be positive, got {}",
-                    px.vmid
-                )));
-            }
-            if px.cluster_ref.name.is_empty() {
-                return Err(invalid("provider.proxmox.clusterRef.name is empty".into()));
-            }
-            // The webhook rejects these; an object admitted before it existed
-            // is refused here too, so no target borrows another namespace's
-            // Proxmox credentials (docs/security.md).
-            if px.cluster_ref.crosses_namespace(&own_namespace) {
-                return Err(invalid(format!(
-                    "provider.proxmox.clusterRef points into namespace {:?}; only the target's own namespace {own_namespace:?} is allowed",
-                    px.cluster_ref.namespace
-                )));
-            }
-            Ok(Plan::Proxmox {
-                vmid: px.vmid,
-                cluster_namespace: own_namespace,
-                cluster_name: px.cluster_ref.name.clone(),
-                cached_node: target
-                    .status
-                    .as_ref()
-                    .map(|s| s.proxmox_node.clone())
-                    .unwrap_or_default(),
-            })
-        }
-        ProviderType::VRouterDaemon => {
-            let d = provider
-                .daemon
-                .as_ref()
-                .ok_or_else(|| invalid("provider.type is vrouter-daemon but provider.daemon is missing".into()))?;
-            if d.address.trim().is_empty() {
-                return Err(invalid("provider.daemon.address is empty".into()));
-            }
-            if d.agent_id.trim().is_empty() {
-                return Err(invalid("provider.daemon.agentID is empty".into()));
-            }
-            Ok(Plan::Daemon(d.clone()))
-        }
-    }
+                .map(|s| s.proxmox_node.clone())
+                .unwrap_or_default(),
+        },
+        SelectedProvider::Daemon(d) => Plan::Daemon(d.clone()),
+    })
 }
 
 /// The value under `key` of a Secret, as text.
@@ -386,24 +336,77 @@ async fn remote_client(secret: &Secret, at: &SecretKeyAt) -> Result<kube::Client
     kube::Client::try_from(config).map_err(|e| invalid(format!("cannot build a client from it: {e}")))
 }
 
-/// The cluster-wide Proxmox client of a ProxmoxCluster, given its
-/// credentials Secret (for the ProxmoxCluster controller's sync).
-pub fn proxmox_cluster_client(
+/// Why a ProxmoxCluster's sync got no client, by the step that failed (the
+/// Synced condition gives each its own reason). Each carries an error that
+/// never holds the token.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterClientError {
+    /// The credentials Secret is unnamed, missing or unreadable.
+    #[error("{0}")]
+    CredentialsNotFound(ProviderError),
+    /// The Secret holds no usable API token.
+    #[error("{0}")]
+    InvalidCredentials(ProviderError),
+    /// No client could be built from the cluster's spec.
+    #[error("{0}")]
+    Client(ProviderError),
+}
+
+/// The cluster-wide Proxmox client of a ProxmoxCluster (for the
+/// ProxmoxCluster controller's sync), its credentials Secret read through
+/// `lookup`. Its errors never carry the token.
+pub async fn proxmox_cluster_client(
     cluster: &ProxmoxCluster,
-    secret: &Secret,
+    lookup: &dyn ObjectLookup,
     ctx: &FactoryContext,
-) -> Result<ClusterClient, ProviderError> {
+) -> Result<ClusterClient, ClusterClientError> {
+    let secret = credentials_secret(cluster, lookup)
+        .await
+        .map_err(ClusterClientError::CredentialsNotFound)?;
+    let token = proxmox_token(&secret).map_err(ClusterClientError::InvalidCredentials)?;
     let defaults = ProxmoxSettings::new(Vec::new(), ApiToken::new("", ""), 1);
     let (connect, request) = ctx
         .proxmox_timeouts
         .unwrap_or((defaults.connect_timeout, defaults.request_timeout));
     ClusterClient::new(
         &cluster.spec.endpoints,
-        proxmox_token(secret)?,
+        token,
         cluster.spec.insecure_skip_tls_verify,
         connect,
         request,
     )
+    .map_err(ClusterClientError::Client)
+}
+
+/// The API token in a ProxmoxCluster's credentials Secret, read through
+/// `lookup` from the cluster's own namespace.
+async fn cluster_token(cluster: &ProxmoxCluster, lookup: &dyn ObjectLookup) -> Result<ApiToken, ProviderError> {
+    proxmox_token(&credentials_secret(cluster, lookup).await?)
+}
+
+/// A ProxmoxCluster's credentials Secret, from the cluster's own namespace.
+async fn credentials_secret(cluster: &ProxmoxCluster, lookup: &dyn ObjectLookup) -> Result<Secret, ProviderError> {
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let cluster_name = format!(
+        "ProxmoxCluster {namespace}/{}",
+        cluster.metadata.name.as_deref().unwrap_or("")
+    );
+    let secret_name = &cluster.spec.credentials_ref.name;
+    if secret_name.is_empty() {
+        return Err(ProviderError::InvalidTarget {
+            target: cluster_name,
+            reason: "spec.credentialsRef.name is empty".into(),
+        });
+    }
+    lookup
+        .secret(&namespace, secret_name)
+        .await?
+        .ok_or_else(|| ProviderError::ReferenceNotFound {
+            kind: "Secret",
+            namespace: namespace.clone(),
+            name: secret_name.clone(),
+            referrer: cluster_name,
+        })
 }
 
 /// Builds the provider for `target`.
@@ -460,22 +463,8 @@ pub async fn build_provider(
                     name: cluster_name.clone(),
                     referrer: referrer.clone(),
                 })?;
-            let secret_name = &cluster.spec.credentials_ref.name;
-            if secret_name.is_empty() {
-                return Err(ProviderError::InvalidTarget {
-                    target: format!("ProxmoxCluster {cluster_namespace}/{cluster_name}"),
-                    reason: "spec.credentialsRef.name is empty".into(),
-                });
-            }
-            let secret = lookup.secret(&cluster_namespace, secret_name).await?.ok_or_else(|| {
-                ProviderError::ReferenceNotFound {
-                    kind: "Secret",
-                    namespace: cluster_namespace.clone(),
-                    name: secret_name.clone(),
-                    referrer: format!("ProxmoxCluster {cluster_namespace}/{cluster_name}"),
-                }
-            })?;
-            let mut settings = ProxmoxSettings::new(cluster.spec.endpoints.clone(), proxmox_token(&secret)?, vmid);
+            let token = cluster_token(&cluster, lookup).await?;
+            let mut settings = ProxmoxSettings::new(cluster.spec.endpoints.clone(), token, vmid);
             settings.insecure_skip_tls_verify = cluster.spec.insecure_skip_tls_verify;
             settings.cached_node = cached_node;
             settings.paths = ctx.guest_paths.clone();

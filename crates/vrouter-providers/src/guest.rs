@@ -11,9 +11,11 @@ use vrouter_qga::{GuestFlavor, SUBSTATE_EXITED};
 use crate::error::ProviderError;
 use crate::provider::{ExecHandle, ExecOutcome, ExecStatus};
 
-/// Paths and commands inside the guest. The defaults are the router's; tests
-/// point them into a temp dir (script path, a stub `systemctl`, an
-/// os-release file) and run the script with `bash` instead of `/bin/vbash`.
+/// Paths and commands inside the guest: the one place the operator names
+/// them. The defaults are the router's (`vrouter_qga::constants` says why
+/// each is what it is); tests point them into a temp dir (script path, a
+/// stub `systemctl`, an os-release file, a config.boot) and run the script
+/// with `bash` instead of `/bin/vbash`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GuestPaths {
     /// Where the apply script is written (overwritten by every apply).
@@ -27,6 +29,12 @@ pub struct GuestPaths {
     pub os_release: String,
     /// Runs `cat` and `rm` when a file must be assembled from parts.
     pub shell: String,
+    /// The router's startup configuration, read back by drift detection.
+    pub config_boot: String,
+    /// Prints the router's running configuration (`argv[0]` is the program).
+    pub running_config: Vec<String>,
+    /// The guest's uptime, read to see a reboot that keeps the VM process.
+    pub uptime: String,
 }
 
 impl Default for GuestPaths {
@@ -37,6 +45,9 @@ impl Default for GuestPaths {
             systemctl: vrouter_qga::constants::SYSTEMCTL_PATH.to_string(),
             os_release: vrouter_qga::constants::OS_RELEASE_PATH.to_string(),
             shell: "/bin/sh".to_string(),
+            config_boot: vrouter_qga::constants::CONFIG_BOOT_PATH.to_string(),
+            running_config: vrouter_qga::constants::SHOW_RUNNING_CONFIG.map(str::to_string).to_vec(),
+            uptime: vrouter_qga::constants::PROC_UPTIME_PATH.to_string(),
         }
     }
 }
@@ -49,12 +60,18 @@ pub struct GuestTiming {
     pub command_timeout: Duration,
 }
 
+/// How often a short helper command is polled. Every apply waits on two
+/// readiness checks, each a `systemctl` that exits within tens of
+/// milliseconds: a 50 ms poll sees it done a request or two later, where the
+/// agent library's general 250 ms interval would make those waits most of an
+/// apply's latency.
+const HELPER_POLL_INTERVAL: Duration = Duration::from_millis(50);
+
 impl Default for GuestTiming {
     fn default() -> Self {
-        let poll = vrouter_qga::PollOptions::default();
         GuestTiming {
-            poll_interval: poll.interval,
-            command_timeout: poll.timeout,
+            poll_interval: HELPER_POLL_INTERVAL,
+            command_timeout: vrouter_qga::PollOptions::default().timeout,
         }
     }
 }
@@ -140,6 +157,32 @@ pub fn parse_proc_uptime(text: &str) -> Option<Duration> {
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
+/// The router's startup configuration.
+pub(crate) async fn read_startup_config(agent: &dyn GuestAgent, paths: &GuestPaths) -> Result<Vec<u8>, ProviderError> {
+    agent.read_file(&paths.config_boot).await
+}
+
+/// The router's running configuration, printed by `paths.running_config`.
+pub(crate) async fn read_running_config(
+    agent: &dyn GuestAgent,
+    paths: &GuestPaths,
+    timing: GuestTiming,
+) -> Result<Vec<u8>, ProviderError> {
+    read_command_output(agent, &paths.running_config, timing).await
+}
+
+/// The guest's own uptime, from its uptime file.
+pub(crate) async fn guest_uptime(agent: &dyn GuestAgent, paths: &GuestPaths) -> Result<Duration, ProviderError> {
+    let text = agent.read_file(&paths.uptime).await?;
+    let text = String::from_utf8_lossy(&text);
+    parse_proc_uptime(&text).ok_or_else(|| {
+        ProviderError::protocol(
+            "guest agent",
+            format!("{} reads {text:?}, not a number of seconds", paths.uptime),
+        )
+    })
+}
+
 /// The router flavor of an os-release id.
 pub(crate) fn flavor_of(id: &str, source_name: &str) -> Result<GuestFlavor, ProviderError> {
     GuestFlavor::from_os_id(id).map_err(|_| ProviderError::UnknownGuestOs {
@@ -219,6 +262,7 @@ mod tests {
             Some(Duration::from_secs_f64(350735.47))
         );
         assert_eq!(parse_proc_uptime("12 3"), Some(Duration::from_secs(12)));
+        assert_eq!(parse_proc_uptime("12.50 40.00\n"), Some(Duration::from_millis(12_500)));
         for bad in ["", "abc 1", "-1 2", "NaN 1"] {
             assert_eq!(parse_proc_uptime(bad), None, "{bad:?}");
         }

@@ -1,6 +1,7 @@
 //! The one interface the controllers use to reach a router, whatever hosts it.
 
 use std::fmt;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use vrouter_api::ProviderType;
@@ -105,4 +106,16 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// which has no single file. A non-zero exit is an error carrying its
     /// stderr.
     async fn read_command_output(&self, argv: &[String]) -> Result<Vec<u8>, ProviderError>;
+
+    /// The router's startup configuration (`/config/config.boot` on VyOS),
+    /// byte for byte: drift detection hashes it.
+    async fn read_startup_config(&self) -> Result<Vec<u8>, ProviderError>;
+
+    /// The router's running (committed, possibly unsaved) configuration, for
+    /// people to compare with the startup one.
+    async fn read_running_config(&self) -> Result<Vec<u8>, ProviderError>;
+
+    /// How long the guest has been up by its own clock (`/proc/uptime`): a
+    /// reboot inside the guest starts it over while the VM process stays.
+    async fn guest_uptime(&self) -> Result<Duration, ProviderError>;
 }

@@ -4,6 +4,8 @@
 //! what the daemon does is proven here against the real thing
 //! (docs/providers.md, "vrouter-daemon", lists them).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,41 +14,11 @@ use vrouter_api::DaemonConfig;
 use vrouter_providers::daemon::payload::largest_plain_config;
 use vrouter_providers::daemon::proto::ApplyConfigRequest;
 use vrouter_providers::daemon::{DaemonOptions, DaemonProvider, ExecRegistry};
-use vrouter_providers::{ExecHandle, ExecOutcome, ExecStatus, Provider, ProviderError};
+use vrouter_providers::{ExecStatus, Provider, ProviderError};
 use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
+use vrouter_test_peers::poll_until_exited as wait;
 
-fn provider_at(address: String, agent: &str, timeout_seconds: i32, registry: Arc<ExecRegistry>) -> DaemonProvider {
-    let options = DaemonOptions {
-        grace: Duration::from_secs(5),
-        call_timeout: Duration::from_secs(10),
-        registry,
-    };
-    DaemonProvider::new(
-        &DaemonConfig {
-            address,
-            agent_id: agent.into(),
-            timeout_seconds,
-        },
-        options,
-    )
-    .unwrap()
-}
-
-fn provider(daemon: &Daemon, agent: &str, timeout_seconds: i32) -> DaemonProvider {
-    provider_at(daemon.address(), agent, timeout_seconds, Arc::new(ExecRegistry::new()))
-}
-
-/// Polls until the apply is no longer running; a bound on polls, generous
-/// for a loaded machine, keeps a hung apply from hanging the test.
-async fn wait(provider: &DaemonProvider, handle: ExecHandle) -> Result<ExecOutcome, ProviderError> {
-    for _ in 0..2400 {
-        match provider.get_exec_status(handle).await? {
-            ExecStatus::Running => tokio::time::sleep(Duration::from_millis(25)).await,
-            ExecStatus::Exited(outcome) => return Ok(outcome),
-        }
-    }
-    panic!("apply {handle} still running after 2400 polls");
-}
+use common::daemon::{provider, provider_at};
 
 /// Waits until the agent's stub log satisfies `done` (the router reached a
 /// state), bounded by a generous limit.

@@ -160,11 +160,20 @@ fn bad_targets_are_named_errors() {
     let mut no_namespace = kubevirt("vm", "", None);
     no_namespace.metadata.namespace = None;
     let cases = [
-        (no_block, "provider.proxmox is missing"),
-        (kubevirt("", "", None), "provider.kubevirt.name is empty"),
-        (kubevirt("vm", "", Some(("", "k"))), "needs both name and key"),
-        (proxmox("other-tenant", ""), "only the target's own namespace"),
-        (empty_daemon, "agentID is empty"),
+        (
+            no_block,
+            "spec.provider.proxmox: must be set when spec.provider.type is proxmox",
+        ),
+        (kubevirt("", "", None), "spec.provider.kubevirt.name: must not be empty"),
+        (
+            kubevirt("vm", "", Some(("", "k"))),
+            "spec.provider.kubevirt.kubeconfig.secretRef.name: must not be empty",
+        ),
+        (
+            proxmox("other-tenant", ""),
+            "spec.provider.proxmox.clusterRef.namespace: references namespace \"other-tenant\", but only this object's own namespace \"site-a\" is allowed",
+        ),
+        (empty_daemon, "spec.provider.daemon.agentID: must not be empty"),
         (no_namespace, "no namespace"),
     ];
     for (t, expected) in cases {

@@ -2,95 +2,17 @@
 //! endpoints drive a real qemu-ga; the apply script runs in that agent with
 //! bash and stub config-mode functions.
 
+mod common;
+
 use std::time::Duration;
 
-use vrouter_providers::proxmox::{ApiToken, ClusterClient, ClusterVm, ProxmoxProvider, ProxmoxSettings};
-use vrouter_providers::{ExecStatus, GuestTiming, Provider, ProviderError};
-use vrouter_test_peers::guest::GuestSandbox;
-use vrouter_test_peers::proxmox::{FakeProxmox, SilentEndpoint, refusing_endpoint};
-use vrouter_test_peers::{AgentProcess, start_agent, wait_for_exit};
+use vrouter_providers::proxmox::{ApiToken, ClusterClient, ClusterVm, ProxmoxProvider};
+use vrouter_providers::{ExecStatus, Provider, ProviderError};
+use vrouter_test_peers::proxmox::{SilentEndpoint, refusing_endpoint};
+use vrouter_test_peers::wait_for_exit;
 
-const TOKEN_ID: &str = "root@pam!vrouter";
-const TOKEN_SECRET: &str = "5f1c0b1e-7d2a-4c59-9a55-secret-value";
-const VMID: i64 = 100;
-
-struct Guest {
-    agent: AgentProcess,
-    sandbox: GuestSandbox,
-    pve: FakeProxmox,
-}
-
-async fn guest(os_id: &str) -> Guest {
-    let agent = start_agent();
-    let sandbox = GuestSandbox::new(agent.dir(), os_id);
-    let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
-    pve.add_vm(VMID, "pve1", agent.socket_path());
-    Guest { agent, sandbox, pve }
-}
-
-impl Guest {
-    fn settings(&self, endpoints: Vec<String>) -> ProxmoxSettings {
-        let mut s = ProxmoxSettings::new(endpoints, ApiToken::new(TOKEN_ID, TOKEN_SECRET), VMID);
-        s.insecure_skip_tls_verify = true;
-        s.cached_node = "pve1".into();
-        s.connect_timeout = Duration::from_millis(500);
-        s.request_timeout = Duration::from_secs(20);
-        s.paths = self.sandbox.paths();
-        s.timing = GuestTiming {
-            poll_interval: Duration::from_millis(20),
-            command_timeout: Duration::from_secs(20),
-        };
-        s
-    }
-
-    fn provider(&self) -> ProxmoxProvider {
-        ProxmoxProvider::new(self.settings(vec![self.pve.url(0)])).unwrap()
-    }
-}
-
-const CONFIG: &str = "interfaces {\n    ethernet eth0 {\n        address 10.0.0.1/24\n        description \"Zürich uplink ✓\"\n    }\n}\nsystem {\n    host-name r1\n}\n";
-
-#[tokio::test]
-async fn full_apply_path_runs_the_script_in_the_agent() {
-    let g = guest("vyos").await;
-    let p = g.provider();
-    assert!(p.is_vm_running().await.unwrap());
-    p.check_ready().await.unwrap();
-    assert_eq!(
-        g.sandbox.systemctl_calls(),
-        ["show -p SubState --value vyos-router.service"]
-    );
-
-    let handle = p
-        .exec_script(
-            CONFIG,
-            "set system host-name r1\nset interfaces ethernet eth0 mtu 1500",
-            true,
-        )
-        .await
-        .unwrap();
-    assert!(handle.get() > 0);
-    let outcome = wait_for_exit(&p, handle).await;
-    assert_eq!(outcome.exit_code, 0, "{outcome:?}");
-    assert_eq!(outcome.failure(), None, "{outcome:?}");
-    assert_eq!(g.sandbox.loaded_config().as_deref(), Some(CONFIG.as_bytes()));
-    assert_eq!(
-        g.sandbox.calls(),
-        [
-            "source /opt/vyatta/etc/functions/script-template",
-            "configure",
-            "load /dev/stdin",
-            "set system host-name r1",
-            "set interfaces ethernet eth0 mtu 1500",
-            "commit",
-            "save",
-        ]
-    );
-    // The guest agent forgets a pid once it reported the exit: a later poll
-    // (say, after an operator restart) is a lost result, not an error to retry.
-    let err = p.get_exec_status(handle).await.unwrap_err();
-    assert!(err.is_exec_result_lost(), "{err}");
-}
+use common::CONFIG;
+use common::proxmox::{TOKEN_ID, TOKEN_SECRET, VMID, guest};
 
 #[tokio::test]
 async fn read_command_output_returns_stdout_and_names_a_failed_command() {
@@ -143,78 +65,10 @@ async fn save_false_and_empty_config_load_the_default() {
 }
 
 #[tokio::test]
-async fn failure_marker_and_exit_code_fail_the_apply() {
+async fn a_file_larger_than_one_file_read_or_missing_is_refused() {
     let g = guest("vyos").await;
     let p = g.provider();
-    let marked = wait_for_exit(&p, p.exec_script("", "set interfaces INVALID", true).await.unwrap()).await;
-    assert_eq!(marked.exit_code, 0, "commit exits 0 after a failed set: {marked:?}");
-    assert!(marked.failure().unwrap().contains("Set failed"), "{marked:?}");
-
-    let exited = wait_for_exit(&p, p.exec_script("", "echo broken >&2\nexit 3", true).await.unwrap()).await;
-    assert_eq!(exited.exit_code, 3);
-    assert_eq!(exited.stderr, "broken\n");
-    assert!(exited.failure().is_some());
-}
-
-#[tokio::test]
-async fn script_larger_than_one_file_write_arrives_whole() {
-    let g = guest("vyos").await;
-    let p = g.provider();
-    // ~200 KiB: four times what one agent/file-write may carry.
-    let mut config = String::from("firewall {\n");
-    for i in 0..4000 {
-        config.push_str(&format!(
-            "    group address-group g{i} {{ address 192.0.2.{} }} # ünïcode\n",
-            i % 250
-        ));
-    }
-    config.push_str("}\n");
-    assert!(config.len() > 4 * 46 * 1024);
-    let outcome = wait_for_exit(&p, p.exec_script(&config, "", true).await.unwrap()).await;
-    assert_eq!(outcome.failure(), None, "{outcome:?}");
-    assert_eq!(g.sandbox.loaded_config().as_deref(), Some(config.as_bytes()));
-    let leftovers: Vec<_> = std::fs::read_dir(g.sandbox.dir())
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.contains(".part"))
-        .collect();
-    assert!(leftovers.is_empty(), "part files left behind: {leftovers:?}");
-}
-
-#[tokio::test]
-async fn readiness_follows_the_guest_flavor_and_unit_state() {
-    let g = guest("dozenos").await;
-    let p = g.provider();
-    p.check_ready().await.unwrap();
-    assert_eq!(
-        g.sandbox.systemctl_calls(),
-        ["show -p SubState --value dozenos-router.service"]
-    );
-
-    g.sandbox.set_substate("running");
-    let err = p.check_ready().await.unwrap_err();
-    assert!(
-        matches!(&err, ProviderError::NotReady { unit, substate } if unit == "dozenos-router.service" && substate == "running"),
-        "{err}"
-    );
-
-    g.sandbox.set_os_id("debian");
-    let err = p.check_ready().await.unwrap_err();
-    assert!(
-        matches!(&err, ProviderError::UnknownGuestOs { id, .. } if id == "debian"),
-        "{err}"
-    );
-}
-
-#[tokio::test]
-async fn read_file_returns_the_bytes_exactly() {
-    let g = guest("vyos").await;
-    let p = g.provider();
-    let mut content = CONFIG.as_bytes().to_vec();
-    content.extend_from_slice(b"/* binary tail: \x00\x01\xfe\xff */\n");
-    let path = g.sandbox.put_file("config.boot", &content);
-    assert_eq!(p.read_file(&path).await.unwrap(), content);
-
+    let path = g.sandbox.put_file("config.boot", CONFIG.as_bytes());
     // Bigger than what Proxmox returns in one file-read: refused, not truncated.
     g.pve.set_max_read(64);
     let err = p.read_file(&path).await.unwrap_err();

@@ -151,7 +151,7 @@ async fn apply_and_read_back<T: Transport>(rig: &Rig<T>) {
         p.read_file(vrouter_qga::constants::CONFIG_BOOT_PATH).await.unwrap(),
         expected_running.as_bytes()
     );
-    let show = vrouter_api::constants::SHOW_RUNNING_CONFIG.map(str::to_owned);
+    let show = vrouter_qga::constants::SHOW_RUNNING_CONFIG.map(str::to_owned);
     assert_eq!(p.read_command_output(&show).await.unwrap(), expected_running.as_bytes());
     assert_eq!(rig.view.running_config_reads().await.unwrap(), 1);
 }

@@ -21,6 +21,18 @@ pub const APPLY_INTERPRETER: &str = "/bin/vbash";
 /// someone persists a change on the router.
 pub const CONFIG_BOOT_PATH: &str = "/config/config.boot";
 
+/// Prints the router's running (committed, possibly unsaved) config, for
+/// drift detection. VyOS keeps it as a directory tree under
+/// `/opt/vyatta/config/active`, not a file; `cli-shell-api` is the tool
+/// VyOS's own `show configuration` uses to serialise it in config.boot
+/// syntax.
+pub const SHOW_RUNNING_CONFIG: [&str; 3] = ["/bin/cli-shell-api", "showConfig", "--show-active-only"];
+
+/// The guest kernel's uptime (`"12345.67 4567.89"`: seconds since boot, then
+/// idle seconds): a reboot inside the guest keeps the VM process, and so
+/// the hypervisor's uptime, but starts this one over (spec §7.3).
+pub const PROC_UPTIME_PATH: &str = "/proc/uptime";
+
 /// `/etc/os-release` as os-release(5) names it; its `ID=` selects the guest
 /// flavor when `guest-get-osinfo` is unavailable.
 pub const OS_RELEASE_PATH: &str = "/etc/os-release";

@@ -2,7 +2,7 @@
 
 mod agent;
 mod apply;
-mod command;
+pub mod command;
 pub mod constants;
 mod error;
 mod exec;
@@ -11,18 +11,18 @@ mod flavor;
 pub mod framing;
 mod reply;
 mod transport;
-mod unix_socket;
+pub mod unix_socket;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use agent::{Agent, FileChunk};
 pub use apply::ApplyPaths;
-pub use command::{Command, FileHandle, OpenMode, Pid, names};
-pub use error::{QgaError, TransportError, UNKNOWN_PID_DESC, is_unknown_pid};
+pub use command::{Command, FileHandle, OpenMode, Pid};
+pub use error::{QgaError, TransportError, is_unknown_pid};
 pub use exec::{ExecOutput, ExecRequest, ExecStatus, ExitStatus, PollOptions};
-pub use files::{FileLimits, next_read_size};
+pub use files::FileLimits;
 pub use flavor::{GuestFlavor, SUBSTATE_EXITED, os_release_id, service_substate_request};
 pub use reply::{AgentError, OsInfo, Reply};
 pub use transport::{CallFuture, Transport};
-pub use unix_socket::{DEFAULT_CALL_TIMEOUT, RETIRE_DRAIN, UnixSocketTransport};
+pub use unix_socket::{DEFAULT_CALL_TIMEOUT, UnixSocketTransport};

@@ -261,35 +261,53 @@ pub struct CapturedReply {
 /// `tests/fixtures/`; a test compares the installed agent against them.
 pub fn capture_replies(process: &AgentProcess) -> Result<Vec<CapturedReply>, HarnessError> {
     let mut session = RawSession::connect(&process.socket_path())?;
-    let mut captured = Vec::new();
-    let mut keep = |name: &'static str, bytes: Vec<u8>| {
-        captured.push(CapturedReply { name, bytes });
-    };
+    let mut out = Captures(Vec::new());
 
     // The handshake: our 0xFF draws a parse error, then the delimited echo.
     session.send(b"\xff{\"execute\":\"guest-sync-delimited\",\"arguments\":{\"id\":4242}}\n")?;
     let mut handshake = session.line()?;
     handshake.extend(session.line()?);
-    keep("handshake", handshake);
+    out.keep("handshake", handshake);
 
-    keep("ping", session.call(r#"{"execute":"guest-ping","id":1}"#)?);
-    keep(
+    out.keep("ping", session.call(r#"{"execute":"guest-ping","id":1}"#)?);
+    out.keep(
         "sync",
         session.call(r#"{"execute":"guest-sync","arguments":{"id":77},"id":2}"#)?,
     );
+    capture_file_replies(&mut session, process, &mut out)?;
+    capture_exec_replies(&mut session, process, &mut out)?;
+    Ok(out.0)
+}
+
+/// The replies captured so far.
+struct Captures(Vec<CapturedReply>);
+
+impl Captures {
+    fn keep(&mut self, name: &'static str, bytes: Vec<u8>) {
+        self.0.push(CapturedReply { name, bytes });
+    }
+}
+
+/// File open, write, read (partial, at the end, too large) and close, and
+/// the errors for a missing path and an unknown handle.
+fn capture_file_replies(
+    session: &mut RawSession,
+    process: &AgentProcess,
+    out: &mut Captures,
+) -> Result<(), HarnessError> {
     let file = json_string(&process.guest_path("fixture.txt"));
     let open = session.call(&format!(
         r#"{{"execute":"guest-file-open","arguments":{{"path":{file},"mode":"w"}},"id":3}}"#
     ))?;
     let handle = return_value(&open)?;
-    keep("file-open", open);
-    keep(
+    out.keep("file-open", open);
+    out.keep(
         "file-write",
         session.call(&format!(
             r#"{{"execute":"guest-file-write","arguments":{{"handle":{handle},"buf-b64":"aGVsbG8="}},"id":4}}"#
         ))?,
     );
-    keep(
+    out.keep(
         "file-close",
         session.call(&format!(
             r#"{{"execute":"guest-file-close","arguments":{{"handle":{handle}}},"id":5}}"#
@@ -304,14 +322,14 @@ pub fn capture_replies(process: &AgentProcess) -> Result<Vec<CapturedReply>, Har
         ("file-read-eof", 8),
         ("file-read-empty-eof", 9),
     ] {
-        keep(
+        out.keep(
             name,
             session.call(&format!(
                 r#"{{"execute":"guest-file-read","arguments":{{"handle":{handle},"count":3}},"id":{id}}}"#
             ))?,
         );
     }
-    keep(
+    out.keep(
         "file-read-count-too-large",
         session.call(&format!(
             r#"{{"execute":"guest-file-read","arguments":{{"handle":{handle},"count":50331649}},"id":10}}"#
@@ -321,23 +339,33 @@ pub fn capture_replies(process: &AgentProcess) -> Result<Vec<CapturedReply>, Har
         r#"{{"execute":"guest-file-close","arguments":{{"handle":{handle}}},"id":11}}"#
     ))?;
     let missing = json_string(&process.guest_path("missing/file"));
-    keep(
+    out.keep(
         "file-open-missing",
         session.call(&format!(
             r#"{{"execute":"guest-file-open","arguments":{{"path":{missing},"mode":"r"}},"id":12}}"#
         ))?,
     );
-    keep(
+    out.keep(
         "file-handle-unknown",
         session.call(r#"{"execute":"guest-file-close","arguments":{"handle":999999},"id":13}"#)?,
     );
 
+    Ok(())
+}
+
+/// Exec and its status (running, exited, killed, without output, unknown
+/// pid), a missing binary, the OS info, an unknown command and a parse error.
+fn capture_exec_replies(
+    session: &mut RawSession,
+    process: &AgentProcess,
+    out: &mut Captures,
+) -> Result<(), HarnessError> {
     let sleeper = session.call(
         r#"{"execute":"guest-exec","arguments":{"path":"/bin/sleep","arg":["1"],"capture-output":true},"id":20}"#,
     )?;
     let pid = pid_of(&sleeper)?;
-    keep("exec", sleeper);
-    keep(
+    out.keep("exec", sleeper);
+    out.keep(
         "exec-status-running",
         session.call(&format!(
             r#"{{"execute":"guest-exec-status","arguments":{{"pid":{pid}}},"id":21}}"#
@@ -351,8 +379,8 @@ pub fn capture_replies(process: &AgentProcess) -> Result<Vec<CapturedReply>, Har
         json_string(script)
     ))?;
     let pid = pid_of(&started)?;
-    keep("exec-status-exited", session.wait_exited(pid)?);
-    keep(
+    out.keep("exec-status-exited", session.wait_exited(pid)?);
+    out.keep(
         "exec-status-unknown-pid",
         session.call(&format!(
             r#"{{"execute":"guest-exec-status","arguments":{{"pid":{pid}}},"id":23}}"#
@@ -362,25 +390,25 @@ pub fn capture_replies(process: &AgentProcess) -> Result<Vec<CapturedReply>, Har
     let started = session.call(
         r#"{"execute":"guest-exec","arguments":{"path":"/bin/sh","arg":["-c","kill -9 $$"],"capture-output":true},"id":24}"#,
     )?;
-    keep("exec-status-signal", session.wait_exited(pid_of(&started)?)?);
+    out.keep("exec-status-signal", session.wait_exited(pid_of(&started)?)?);
 
     let started = session.call(r#"{"execute":"guest-exec","arguments":{"path":"/bin/true"},"id":25}"#)?;
-    keep("exec-status-no-capture", session.wait_exited(pid_of(&started)?)?);
+    out.keep("exec-status-no-capture", session.wait_exited(pid_of(&started)?)?);
 
     let missing_binary = json_string(&process.guest_path("no-such-binary"));
-    keep(
+    out.keep(
         "exec-missing-binary",
         session.call(&format!(
             r#"{{"execute":"guest-exec","arguments":{{"path":{missing_binary}}},"id":26}}"#
         ))?,
     );
-    keep("osinfo", session.call(r#"{"execute":"guest-get-osinfo","id":27}"#)?);
-    keep(
+    out.keep("osinfo", session.call(r#"{"execute":"guest-get-osinfo","id":27}"#)?);
+    out.keep(
         "command-not-found",
         session.call(r#"{"execute":"guest-no-such-command","id":28}"#)?,
     );
-    keep("parse-error", session.call("{\"execute\": nonsense}")?);
-    Ok(captured)
+    out.keep("parse-error", session.call("{\"execute\": nonsense}")?);
+    Ok(())
 }
 
 /// A plain blocking client for [`capture_replies`]: it must see the bytes

@@ -4,7 +4,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Map, Value, json};
-use vrouter_render::{TemplateEngine, TemplateSource, merge_layers, render_apply_script, render_binding};
+use vrouter_render::{TemplateEngine, TemplateSource, merge_layers, render_apply_script, render_templates};
 
 /// Three layers of 1,000 keys each; half the keys overlap the layer below, and
 /// every tenth value is a small map that merges recursively.
@@ -93,8 +93,8 @@ fn benches(c: &mut Criterion) {
         commands: &template,
     }];
     c.bench_function(
-        "render_binding 200-line template, 100 neighbours (parse + render)",
-        |b| b.iter(|| render_binding(black_box(&sources), black_box(&params)).unwrap()),
+        "render_templates 200-line template, 100 neighbours (parse + render)",
+        |b| b.iter(|| render_templates(black_box(&sources), black_box(&params)).unwrap()),
     );
     c.bench_function("TemplateEngine::check 200-line template (admission, every path)", |b| {
         b.iter(|| {

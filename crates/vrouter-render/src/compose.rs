@@ -1,11 +1,11 @@
-//! Rendering a binding's templates in order and joining their outputs.
+//! Rendering several templates in order and joining their outputs.
 
 use serde_json::Value;
 
 use crate::template::{TemplateEngine, TemplateError, TemplateSource};
 
-/// What a binding renders for one target: the `config` and `commands` of its
-/// VRouterConfig.
+/// What a list of templates renders for one params map: the joined
+/// `config` (config.boot fragments) and `commands` (configure-mode lines).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RenderedConfig {
     /// The config.boot fragments of all templates, in template order.
@@ -25,8 +25,8 @@ pub struct RenderedConfig {
 ///
 /// ```
 /// use serde_json::json;
-/// use vrouter_render::{TemplateSource, render_binding};
-/// let rendered = render_binding(
+/// use vrouter_render::{TemplateSource, render_templates};
+/// let rendered = render_templates(
 ///     &[
 ///         TemplateSource { name: "base", config: "", commands: "set system host-name {{ hostName }}" },
 ///         TemplateSource { name: "ntp", config: "", commands: "set service ntp server {{ ntp }}\n" },
@@ -37,11 +37,11 @@ pub struct RenderedConfig {
 /// assert_eq!(rendered.config, "");
 /// # Ok::<(), vrouter_render::TemplateError>(())
 /// ```
-pub fn render_binding(templates: &[TemplateSource<'_>], params: &Value) -> Result<RenderedConfig, TemplateError> {
+pub fn render_templates(templates: &[TemplateSource<'_>], params: &Value) -> Result<RenderedConfig, TemplateError> {
     TemplateEngine::new().prepare(templates)?.render(params)
 }
 
-/// Joins rendered outputs by the rule documented on [`render_binding`].
+/// Joins rendered outputs by the rule documented on [`render_templates`].
 pub(crate) fn join_parts(parts: Vec<String>) -> String {
     let mut joined = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
     for part in parts.into_iter().filter(|p| !p.is_empty()) {

@@ -330,6 +330,53 @@ fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)
 }
 
+/// Where a comment starting at `i` (`/* … */` or `// …` to the line's
+/// end) ends; `None` when none starts there.
+fn comment_end(s: &[u8], i: usize) -> Result<Option<usize>, (usize, String)> {
+    if s[i..].starts_with(b"/*") {
+        let end = s[i + 2..]
+            .windows(2)
+            .position(|w| w == b"*/")
+            .ok_or((i, "unterminated comment".to_owned()))?;
+        Ok(Some(i + 2 + end + 2))
+    } else if s[i..].starts_with(b"//") {
+        Ok(Some(i + s[i..].iter().take_while(|&&b| b != b'\n').count()))
+    } else {
+        Ok(None)
+    }
+}
+
+/// The quoted value whose opening `"` is at `start`: its text (escapes
+/// kept as written), where it ends, and whether a `\"` at the end of the
+/// line ended the value and the line together.
+fn quoted_value(s: &[u8], start: usize) -> Result<(String, usize, bool), (usize, String)> {
+    let mut i = start + 1;
+    let mut value = Vec::new();
+    let mut line_ended = false;
+    loop {
+        let Some(&q) = s.get(i) else {
+            return Err((start, "unterminated quoted value".into()));
+        };
+        if q == b'\\' && s.get(i + 1) == Some(&b'"') && s.get(i + 2) == Some(&b'\n') {
+            value.push(b'\\');
+            i += 3;
+            line_ended = true;
+            break;
+        } else if q == b'\\' && s.get(i + 1).is_some_and(|b| *b != b'\n') {
+            value.extend_from_slice(&s[i..i + 2]);
+            i += 2;
+        } else if q == b'"' {
+            i += 1;
+            break;
+        } else {
+            value.push(q);
+            i += 1;
+        }
+    }
+    let value = String::from_utf8(value).map_err(|e| (start, e.to_string()))?;
+    Ok((value, i, line_ended))
+}
+
 fn cparse_lex(text: &str) -> Lexed<(CTok, Range<usize>)> {
     let s = text.as_bytes();
     let mut i = 0;
@@ -340,15 +387,8 @@ fn cparse_lex(text: &str) -> Lexed<(CTok, Range<usize>)> {
         let start = i;
         match state {
             CState::Initial => {
-                if s[i..].starts_with(b"/*") {
-                    let end = s[i + 2..]
-                        .windows(2)
-                        .position(|w| w == b"*/")
-                        .ok_or((i, "unterminated comment".to_owned()))?;
-                    i += 2 + end + 2;
-                    out.push((CTok::Comment, start..i));
-                } else if s[i..].starts_with(b"//") {
-                    i += s[i..].iter().take_while(|&&b| b != b'\n').count();
+                if let Some(end) = comment_end(s, i)? {
+                    i = end;
                     out.push((CTok::Comment, start..i));
                 } else if c == b'!' || is_space(c) || c == b'\n' {
                     i += 1;
@@ -391,29 +431,11 @@ fn cparse_lex(text: &str) -> Lexed<(CTok, Range<usize>)> {
                 if is_space(c) {
                     i += 1;
                 } else if c == b'"' {
-                    i += 1;
-                    let mut value = Vec::new();
-                    loop {
-                        let Some(&q) = s.get(i) else {
-                            return Err((start, "unterminated quoted value".into()));
-                        };
-                        if q == b'\\' && s.get(i + 1) == Some(&b'"') && s.get(i + 2) == Some(&b'\n') {
-                            value.push(b'\\');
-                            i += 3;
-                            state = CState::Initial;
-                            break;
-                        } else if q == b'\\' && s.get(i + 1).is_some_and(|b| *b != b'\n') {
-                            value.extend_from_slice(&s[i..i + 2]);
-                            i += 2;
-                        } else if q == b'"' {
-                            i += 1;
-                            break;
-                        } else {
-                            value.push(q);
-                            i += 1;
-                        }
+                    let (value, end, line_ended) = quoted_value(s, start)?;
+                    i = end;
+                    if line_ended {
+                        state = CState::Initial;
                     }
-                    let value = String::from_utf8(value).map_err(|e| (start, e.to_string()))?;
                     out.push((CTok::Value(value), start..i));
                 } else if c == b'{' {
                     i += 1;

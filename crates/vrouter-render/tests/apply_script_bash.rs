@@ -5,8 +5,9 @@ use std::cell::RefCell;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use vrouter_render::delimiter::{DELIMITER_PREFIX, render_apply_script_with};
 use vrouter_render::testing::{BashHarness, ScriptRun, StubEvent, run_script_file};
-use vrouter_render::{DELIMITER_PREFIX, ScriptError, render_apply_script, render_apply_script_with};
+use vrouter_render::{ScriptError, render_apply_script};
 
 /// CI runs this many scripts through bash (one bash process, a subshell per case).
 const BASH_CASES: u32 = 10_000;

@@ -1,33 +1,18 @@
 //! Automatic escaping through the engine: how each kind writes values, the `safe`
 //! opt-out, and what admission rejects or warns about.
 
+mod support;
+
 use serde_json::{Value, json};
-use vrouter_render::{
-    Location, Placement, TemplateEngine, TemplateError, TemplateKind, TemplateSource, render_binding,
-};
+use support::render_one;
+use vrouter_render::{Location, Placement, TemplateEngine, TemplateError, TemplateKind};
 
 fn commands(source: &str, params: &Value) -> Result<String, TemplateError> {
-    render_binding(
-        &[TemplateSource {
-            name: "t",
-            config: "",
-            commands: source,
-        }],
-        params,
-    )
-    .map(|r| r.commands)
+    render_one(TemplateKind::Commands, source, params)
 }
 
 fn config(source: &str, params: &Value) -> Result<String, TemplateError> {
-    render_binding(
-        &[TemplateSource {
-            name: "t",
-            config: source,
-            commands: "",
-        }],
-        params,
-    )
-    .map(|r| r.config)
+    render_one(TemplateKind::Config, source, params)
 }
 
 #[test]

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
-use vrouter_render::{TemplateSource, merge_layers, render_apply_script_with, render_binding};
+use vrouter_render::delimiter::render_apply_script_with;
+use vrouter_render::{TemplateSource, merge_layers, render_templates};
 
 /// Every document in the examples directory, by (kind, name).
 fn examples() -> BTreeMap<(String, String), Value> {
@@ -72,7 +73,7 @@ fn render_example_binding() -> Vec<(String, String, String)> {
             let mut target_layers = layers.clone();
             target_layers.push(target["spec"]["params"].clone());
             let params = merge_layers(&target_layers).unwrap();
-            let rendered = render_binding(&sources, &params).unwrap();
+            let rendered = render_templates(&sources, &params).unwrap();
             (target_name.to_owned(), rendered.config, rendered.commands)
         })
         .collect()

@@ -4,8 +4,11 @@
 //! here to show the function's own output, joined as the cases need; escaping and
 //! where values may land have their own tests.
 
+mod support;
+
 use serde_json::{Value, json};
-use vrouter_render::{TemplateSource, render_binding};
+use support::render_one;
+use vrouter_render::TemplateKind;
 
 /// `source` with `| safe` added to every interpolation that lacks it.
 fn trusted(source: &str) -> String {
@@ -32,16 +35,7 @@ fn render(source: &str, params: &Value) -> String {
     } else {
         trusted(source)
     };
-    render_binding(
-        &[TemplateSource {
-            name: "t",
-            config: source,
-            commands: "",
-        }],
-        params,
-    )
-    .unwrap_or_else(|e| panic!("{source:?}: {e}"))
-    .config
+    render_one(TemplateKind::Config, source, params).unwrap_or_else(|e| panic!("{source:?}: {e}"))
 }
 
 fn params() -> Value {

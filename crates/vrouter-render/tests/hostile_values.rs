@@ -11,7 +11,7 @@ use serde_json::Value;
 use support::{LEAVES, example_templates, observe, params, placeholder, same_structure, sources};
 use vrouter_render::escape::{command_word, config_value};
 use vrouter_render::testing::BashHarness;
-use vrouter_render::{TemplateError, render_binding};
+use vrouter_render::{TemplateError, render_templates};
 
 fn corpus() -> Vec<(String, String)> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/hostile-values/values.json");
@@ -79,7 +79,7 @@ fn the_upstream_example_is_refused_for_its_quote_and_is_one_word_without_it() {
     // VyOS re-quotes values with single quotes it does not escape (escape.rs,
     // `Unrepresentable::SingleQuote`), so a `'` is refused wherever it lands.
     let value = "x'; delete interfaces ethernet eth0; commit; #";
-    let err = render_binding(&sources(&templates, true), &params(|_| value.to_owned())).unwrap_err();
+    let err = render_templates(&sources(&templates, true), &params(|_| value.to_owned())).unwrap_err();
     assert!(
         err.to_string().ends_with(
             "the value of `hostName` contains a single quote at character 1, which VyOS passes to a shell inside \
@@ -88,7 +88,7 @@ fn the_upstream_example_is_refused_for_its_quote_and_is_one_word_without_it() {
         "{err}"
     );
     let value = "x; delete interfaces ethernet eth0; commit; #";
-    let rendered = render_binding(&sources(&templates, true), &params(|_| value.to_owned())).unwrap();
+    let rendered = render_templates(&sources(&templates, true), &params(|_| value.to_owned())).unwrap();
     let first = rendered.commands.lines().next().unwrap();
     assert_eq!(
         first,
@@ -104,7 +104,7 @@ fn the_upstream_example_is_refused_for_its_quote_and_is_one_word_without_it() {
 #[test]
 fn refusals_name_the_interpolation_not_the_value() {
     let templates = example_templates();
-    let err = render_binding(
+    let err = render_templates(
         &sources(&templates, true),
         &params(|i| if i == 0 { "a\0secret".into() } else { placeholder(i) }),
     )
@@ -114,7 +114,7 @@ fn refusals_name_the_interpolation_not_the_value() {
         "template `base-config` (commands): the value of `hostName` contains a NUL character at character 1, \
          which a vbash script cannot carry"
     );
-    let err = render_binding(
+    let err = render_templates(
         &sources(&templates, true),
         &params(|i| if i == 4 { "\u{1b}secret".into() } else { placeholder(i) }),
     )

@@ -7,7 +7,7 @@ use serde_json::json;
 use vrouter_render::testing::BashHarness;
 use vrouter_render::{
     Location, Placement, TemplateEngine, TemplateError, TemplateKind, TemplateSource, render_apply_script,
-    render_binding,
+    render_templates,
 };
 
 struct Case {
@@ -69,7 +69,7 @@ fn cases() -> Vec<Case> {
 }
 
 fn render(commands: &str, params: &serde_json::Value) -> Result<String, TemplateError> {
-    render_binding(
+    render_templates(
         &[TemplateSource {
             name: "t",
             config: "",

@@ -17,7 +17,7 @@ use support::oracle::ShParse;
 use support::{placeholder, same_config_structure};
 use vrouter_render::testing::{BashHarness, ScriptRun};
 use vrouter_render::{
-    TemplateEngine, TemplateError, TemplateKind, TemplateSource, render_apply_script, render_binding,
+    TemplateEngine, TemplateError, TemplateKind, TemplateSource, render_apply_script, render_templates,
 };
 
 const SLOTS: usize = 4;
@@ -156,7 +156,7 @@ fn params(values: &[String], c: bool, loops: usize) -> Value {
 const CONFIG: &str = "interfaces {\n    ethernet {{ v0 }} {\n        description {{ v1 }}\n    }\n}\nsystem {\n    host-name {{ v2 }}\n}\n";
 
 fn render(commands: &str, params: &Value) -> Result<(String, String), TemplateError> {
-    render_binding(
+    render_templates(
         &[TemplateSource {
             name: "t",
             config: CONFIG,

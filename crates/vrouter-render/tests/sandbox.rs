@@ -1,21 +1,16 @@
 //! The template sandbox: what is refused at check time, and the bounds that stop a
 //! render. Every bomb here is stopped by a named bound, never by a timeout.
 
+mod support;
+
 use serde_json::{Value, json};
+use support::render_one;
 use vrouter_render::{
-    Limit, Limits, Location, TemplateEngine, TemplateError, TemplateKind, TemplateSource, render_binding,
+    Limit, Limits, Location, TemplateEngine, TemplateError, TemplateKind, TemplateSource, render_templates,
 };
 
 fn render_commands(source: &str, params: &Value) -> Result<String, TemplateError> {
-    render_binding(
-        &[TemplateSource {
-            name: "t",
-            config: "",
-            commands: source,
-        }],
-        params,
-    )
-    .map(|r| r.commands)
+    render_one(TemplateKind::Commands, source, params)
 }
 
 fn check(source: &str) -> Result<(), TemplateError> {
@@ -122,7 +117,7 @@ fn an_output_bomb_stops_at_the_output_limit() {
 #[test]
 fn the_output_limit_covers_config_and_commands_together() {
     let half = format!("{{% for a in range(end=500) %}}{}\n{{% endfor %}}", "y".repeat(1000));
-    let ok = render_binding(
+    let ok = render_templates(
         &[TemplateSource {
             name: "t",
             config: &half,
@@ -131,7 +126,7 @@ fn the_output_limit_covers_config_and_commands_together() {
         &json!({}),
     );
     assert!(ok.is_ok());
-    let both = render_binding(
+    let both = render_templates(
         &[TemplateSource {
             name: "t",
             config: &half,
@@ -272,7 +267,7 @@ fn the_time_limit_is_a_backstop_checked_at_every_iteration() {
 
 #[test]
 fn an_undefined_variable_names_the_variable_and_the_template() {
-    let err = render_binding(
+    let err = render_templates(
         &[TemplateSource {
             name: "bgp-router",
             config: "",

@@ -11,7 +11,7 @@ use support::{
     LEAVES, example_templates, observe, params, placeholder, same_config_structure, same_structure, sources,
 };
 use vrouter_render::testing::BashHarness;
-use vrouter_render::{TemplateKind, TemplateSource, render_binding};
+use vrouter_render::{TemplateKind, TemplateSource, render_templates};
 
 /// Values built from the characters that matter to bash and config.boot, plus any
 /// printable text; control characters other than tab, CR and LF, and the single
@@ -92,7 +92,7 @@ system {
                 .map(|(i, n)| (n.to_string(), leaf(i).into()))
                 .collect(),
         );
-        render_binding(
+        render_templates(
             &[TemplateSource {
                 name: "t",
                 config,

@@ -21,6 +21,14 @@ pub struct Frontier {
 }
 
 impl Frontier {
+    /// `target` was stamped as the frontier at `stamped_at`.
+    pub fn new(target: impl Into<String>, stamped_at: Timestamp) -> Frontier {
+        Frontier {
+            target: target.into(),
+            stamped_at,
+        }
+    }
+
     /// Maps `status.rollout` as stored: an empty target name means no frontier
     /// was ever recorded. A name without a time (never written by the walk
     /// itself) is read as stamped at the Unix epoch, so its time gate has long
@@ -48,6 +56,23 @@ pub struct Target<S> {
     pub existing: Option<ExistingConfig<S>>,
 }
 
+impl<S> Target<S> {
+    /// A target whose generated config does not exist yet.
+    pub fn new(name: impl Into<String>, desired: S) -> Self {
+        Target {
+            name: name.into(),
+            desired,
+            existing: None,
+        }
+    }
+
+    /// The same target, with the generated config that exists for it.
+    pub fn with_existing(mut self, existing: ExistingConfig<S>) -> Self {
+        self.existing = Some(existing);
+        self
+    }
+}
+
 impl<S: PartialEq> Target<S> {
     /// A missing config, or one whose spec differs from the render, needs a
     /// write.
@@ -68,6 +93,46 @@ pub struct ExistingConfig<S> {
 }
 
 impl<S> ExistingConfig<S> {
+    /// A config holding `spec` at `generation` that no apply has finished
+    /// for yet (Pending, no `Applied` condition).
+    pub fn pending(spec: S, generation: i64) -> Self {
+        ExistingConfig {
+            spec,
+            generation,
+            phase: Phase::Pending,
+            applied: None,
+        }
+    }
+
+    /// A config holding `spec` at `generation`, Applied for that generation
+    /// since `at`.
+    pub fn applied_since(spec: S, generation: i64, at: Timestamp) -> Self {
+        ExistingConfig {
+            spec,
+            generation,
+            phase: Phase::Applied,
+            applied: Some(AppliedCondition {
+                status: ConditionStatus::True,
+                observed_generation: Some(generation),
+                last_transition_time: at,
+            }),
+        }
+    }
+
+    /// A config holding `spec` at `generation` whose apply Failed at `at`.
+    pub fn failed_at(spec: S, generation: i64, at: Timestamp) -> Self {
+        ExistingConfig {
+            spec,
+            generation,
+            phase: Phase::Failed,
+            applied: Some(AppliedCondition {
+                status: ConditionStatus::False,
+                observed_generation: Some(generation),
+                last_transition_time: at,
+            }),
+        }
+    }
+
     /// Applied for the spec it holds now: a True condition left over from an
     /// earlier generation does not count (§7.2 stamps the condition with the
     /// generation the apply was dispatched for).
@@ -129,8 +194,13 @@ impl FromStr for ConditionStatus {
 }
 
 /// `status.phase` of a VRouterConfig. Only `Failed` matters to the walk: it
-/// halts WaitForApplied.
+/// halts WaitForApplied. With the `serde` feature it is also the type
+/// vrouter-api stores in the status, so the two can never disagree.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)
+)]
 pub enum Phase {
     #[default]
     Pending,

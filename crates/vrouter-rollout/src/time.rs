@@ -35,10 +35,7 @@ pub(crate) fn remaining(since: Timestamp, wait: Duration, now: Timestamp) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(second: i64) -> Timestamp {
-        Timestamp::from_second(second).unwrap()
-    }
+    use crate::sim::at;
 
     #[test]
     fn remaining_counts_down_to_the_deadline_and_then_elapses() {

@@ -25,6 +25,25 @@ pub struct Rollout<'a, S> {
     pub targets: &'a [Target<S>],
 }
 
+impl<'a, S> Rollout<'a, S> {
+    /// A rollout of `targets` (in `targetRefs` order) with no frontier
+    /// recorded yet.
+    pub fn new(binding: &'a str, policy: Policy, targets: &'a [Target<S>]) -> Self {
+        Rollout {
+            binding,
+            policy,
+            frontier: None,
+            targets,
+        }
+    }
+
+    /// The same rollout, with the frontier recorded in `status.rollout`.
+    pub fn with_frontier(mut self, frontier: &'a Frontier) -> Self {
+        self.frontier = Some(frontier);
+        self
+    }
+}
+
 /// The name of the VRouterConfig a binding generates for a target.
 pub fn config_name(binding: &str, target: &str) -> String {
     format!("{binding}.{target}")
@@ -98,23 +117,30 @@ pub fn decide<S: PartialEq>(rollout: &Rollout<'_, S>, now: Timestamp) -> Result<
         }
     }
 
-    match policy {
+    Ok(all_written(&policy, targets))
+}
+
+/// Every target holds its render: the rollout is complete, or (in
+/// WaitForApplied) waits until every config is Applied.
+fn all_written<S>(policy: &Policy, targets: &[Target<S>]) -> Decision {
+    let total = targets.len();
+    match *policy {
         Policy::WaitForApplied { poll_interval, .. } => match first_not_applied(targets) {
-            Some(waiting) => Ok(Decision::Requeue {
+            Some(waiting) => Decision::Requeue {
                 after: poll_interval,
                 wait: Wait::NotAllApplied {
                     target: targets[waiting].name.clone(),
                 },
                 blocked_write: None,
                 ready: Ready::waiting_for_all_applied(),
-            }),
-            None => Ok(Decision::Completed {
+            },
+            None => Decision::Completed {
                 ready: Ready::all_applied(total),
-            }),
+            },
         },
-        _ => Ok(Decision::Completed {
+        _ => Decision::Completed {
             ready: Ready::all_written(total),
-        }),
+        },
     }
 }
 

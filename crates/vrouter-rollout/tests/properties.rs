@@ -19,16 +19,11 @@
 //! fails if it played fewer than it promises (at least 100,000 in total).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use vrouter_rollout::sim::{Behavior, Event, Settings, Sim};
+use vrouter_rollout::sim::{Behavior, Event, Settings, Sim, secs};
 use vrouter_rollout::{ConditionStatus, Decision, Policy, Reason};
-
-fn secs(seconds: u64) -> Duration {
-    Duration::from_secs(seconds)
-}
 
 fn policy() -> impl Strategy<Value = Policy> {
     prop_oneof![

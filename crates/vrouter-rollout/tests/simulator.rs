@@ -2,21 +2,12 @@
 //! situation played end to end over virtual time, with the promises checked
 //! at every reconcile by the simulator itself.
 
-use std::time::Duration;
-
 use vrouter_rollout::sim::{Behavior, Event, Settings, Sim};
 use vrouter_rollout::{ConditionStatus, Decision, Policy, Reason, Wait};
 
-fn secs(seconds: u64) -> Duration {
-    Duration::from_secs(seconds)
-}
+mod common;
 
-fn wait_for_applied(poll: u64, soak: u64) -> Policy {
-    Policy::WaitForApplied {
-        poll_interval: secs(poll),
-        wait_after_applied: secs(soak),
-    }
-}
+use common::{secs, wait_for_applied};
 
 fn write_times(sim: &Sim) -> Vec<(String, i64)> {
     let start = sim.settings().start.as_second();

@@ -25,6 +25,39 @@ pub(crate) struct ControlPlane {
     watchdog: Option<Watchdog>,
 }
 
+/// The certificates, keys and token file the API server reads, written
+/// into its data directory.
+struct KeyFiles {
+    apiserver_crt: PathBuf,
+    apiserver_key: PathBuf,
+    sa_key: PathBuf,
+    sa_pub: PathBuf,
+    tokens: PathBuf,
+}
+
+impl KeyFiles {
+    fn write(dir: &Path, certs: &Certs) -> Result<KeyFiles, Error> {
+        let write = |name: &str, text: &str| -> Result<PathBuf, Error> {
+            let path = dir.join(name);
+            fs::write(&path, text).map_err(Error::io(format!("writing {}", path.display())))?;
+            Ok(path)
+        };
+        Ok(KeyFiles {
+            apiserver_crt: write("apiserver.crt", &certs.apiserver.cert_pem)?,
+            apiserver_key: write("apiserver.key", &certs.apiserver.key_pem)?,
+            sa_key: write("service-account.key", &certs.service_account_key_pem)?,
+            sa_pub: write("service-account.pub", &certs.service_account_pub_pem)?,
+            tokens: write(
+                "tokens.csv",
+                &format!(
+                    "{},vrouter-test-apiserver-admin,vrouter-test-apiserver-admin,system:masters\n",
+                    certs.admin_token
+                ),
+            )?,
+        })
+    }
+}
+
 impl ControlPlane {
     /// Writes the key material into a new temporary directory and starts both
     /// processes on free loopback ports. Does not wait for readiness.
@@ -50,22 +83,13 @@ impl ControlPlane {
             watchdog: Some(watchdog),
         };
         let dir = plane.dir.clone();
-        let write = |name: &str, text: &str| -> Result<PathBuf, Error> {
-            let path = dir.join(name);
-            fs::write(&path, text).map_err(Error::io(format!("writing {}", path.display())))?;
-            Ok(path)
-        };
-        let apiserver_crt = write("apiserver.crt", &certs.apiserver.cert_pem)?;
-        let apiserver_key = write("apiserver.key", &certs.apiserver.key_pem)?;
-        let sa_key = write("service-account.key", &certs.service_account_key_pem)?;
-        let sa_pub = write("service-account.pub", &certs.service_account_pub_pem)?;
-        let tokens = write(
-            "tokens.csv",
-            &format!(
-                "{},vrouter-test-apiserver-admin,vrouter-test-apiserver-admin,system:masters\n",
-                certs.admin_token
-            ),
-        )?;
+        let KeyFiles {
+            apiserver_crt,
+            apiserver_key,
+            sa_key,
+            sa_pub,
+            tokens,
+        } = KeyFiles::write(&dir, certs)?;
         let [etcd_port, peer_port, apiserver_port] = free_ports()?;
         plane.apiserver_port = apiserver_port;
 

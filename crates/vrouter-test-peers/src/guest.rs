@@ -17,7 +17,10 @@
 //!   `set` and `delete` append their line, and `save` copies it to
 //!   `config.boot` in the sandbox, as VyOS's `save` writes
 //!   `/config/config.boot`;
-//! - `cli-shell-api showConfig --show-active-only` prints that running config.
+//! - `cli-shell-api showConfig --show-active-only` prints that running config;
+//! - an uptime file the guest's own clock is read from (an hour into a
+//!   boot until the test says otherwise): every test guest shares this
+//!   machine's `/proc/uptime`.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -174,7 +177,7 @@ impl RouterFiles {
 
 /// The command that prints a real router's running config.
 fn vrouter_api_show_config() -> Vec<String> {
-    vrouter_api::constants::SHOW_RUNNING_CONFIG.map(str::to_owned).to_vec()
+    vrouter_qga::constants::SHOW_RUNNING_CONFIG.map(str::to_owned).to_vec()
 }
 
 /// An os-release for a router of OS `id`.
@@ -190,6 +193,7 @@ pub fn os_release(id: &str) -> String {
 /// startup config, as files in the sandbox.
 const RUNNING: &str = "running.config";
 const CONFIG_BOOT: &str = "config.boot";
+const UPTIME: &str = "uptime";
 
 fn write_executable(path: &Path, content: &str) {
     fs::write(path, content).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
@@ -221,6 +225,7 @@ impl GuestSandbox {
         }
         fs::write(sandbox.dir.join("stub.log"), b"").expect("create the stub log");
         fs::write(sandbox.dir.join(RUNNING), b"").expect("create the running config");
+        fs::write(sandbox.dir.join(UPTIME), b"3600.00 7200.00\n").expect("create the uptime file");
         sandbox
     }
 
@@ -240,7 +245,16 @@ impl GuestSandbox {
             systemctl: self.path("systemctl"),
             os_release: self.path("os-release"),
             shell: "/bin/sh".into(),
+            config_boot: self.config_boot_path(),
+            running_config: self.show_config_command(),
+            uptime: self.uptime_path(),
         }
+    }
+
+    /// The guest's uptime file (`/proc/uptime` format); write it to make
+    /// the guest look rebooted.
+    pub fn uptime_path(&self) -> String {
+        self.path(UPTIME)
     }
 
     pub fn set_os_id(&self, id: &str) {

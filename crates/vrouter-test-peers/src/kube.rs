@@ -317,22 +317,8 @@ async fn exec(
         .filter(|(k, _)| k == "command")
         .map(|(_, v)| v.clone())
         .collect();
-    let (vmi_name, compute) = {
-        let pods = state.pods.lock().unwrap();
-        let Some(found) = pods.iter().find(|p| {
-            p.pod.metadata.namespace.as_deref() == Some(ns) && p.pod.metadata.name.as_deref() == Some(pod_name)
-        }) else {
-            return status(404, "NotFound", &format!("pods \"{pod_name}\" not found"));
-        };
-        let vmi = found
-            .pod
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("vm.kubevirt.io/name"))
-            .cloned()
-            .unwrap_or_default();
-        (vmi, found.compute.clone())
+    let Some((vmi_name, compute)) = launcher(&state, ns, pod_name) else {
+        return status(404, "NotFound", &format!("pods \"{pod_name}\" not found"));
     };
     if container != "compute" {
         return status(
@@ -379,35 +365,12 @@ async fn exec(
         let Ok(upgraded) = hyper::upgrade::on(req).await else {
             return;
         };
-        let mut ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+        let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
         let (stdout, stderr, code) = match compute {
             Compute::Agent(socket) => run_virsh(&command, &domain, socket, agent_lock).await,
             Compute::Libvirt { libvirt, default_uri } => run_in_container(&libvirt, &command, default_uri).await,
         };
-        let mut frames = Vec::new();
-        if !stdout.is_empty() {
-            frames.push([&[1u8][..], &stdout].concat());
-        }
-        if !stderr.is_empty() {
-            frames.push([&[2u8][..], &stderr].concat());
-        }
-        let status = if code == 0 {
-            json!({"metadata": {}, "status": "Success"})
-        } else {
-            json!({"metadata": {}, "status": "Failure",
-                "message": format!("command terminated with non-zero exit code: exit status {code}"),
-                "reason": "NonZeroExitCode",
-                "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]}})
-        };
-        frames.push([&[3u8][..], status.to_string().as_bytes()].concat());
-        for frame in frames {
-            if ws.send(Message::binary(frame)).await.is_err() {
-                return;
-            }
-        }
-        let _ = ws.close(None).await;
-        // Drain until the client closes too.
-        while let Some(Ok(_)) = ws.next().await {}
+        send_exec_result(ws, &stdout, &stderr, code).await;
     });
     let mut resp = response(StatusCode::SWITCHING_PROTOCOLS, None, "text/plain", Vec::new());
     let headers = resp.headers_mut();
@@ -443,6 +406,55 @@ async fn run_in_container(
         Ok(output) => (output.stdout, output.stderr, output.status.code().unwrap_or(128)),
         Err(e) => (Vec::new(), format!("exec: {e}\n").into_bytes(), 127),
     }
+}
+
+/// The VMI a launcher pod runs and what its `compute` container reaches.
+fn launcher(state: &State, ns: &str, pod_name: &str) -> Option<(String, Compute)> {
+    let pods = state.pods.lock().unwrap();
+    let found = pods.iter().find(|p| {
+        p.pod.metadata.namespace.as_deref() == Some(ns) && p.pod.metadata.name.as_deref() == Some(pod_name)
+    })?;
+    let vmi = found
+        .pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("vm.kubevirt.io/name"))
+        .cloned()
+        .unwrap_or_default();
+    Some((vmi, found.compute.clone()))
+}
+
+/// Sends a finished command's output and exit status over the exec
+/// websocket as the kubelet does (channel 1 stdout, 2 stderr, 3 status).
+async fn send_exec_result<S>(mut ws: WebSocketStream<S>, stdout: &[u8], stderr: &[u8], code: i32)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut frames = Vec::new();
+    if !stdout.is_empty() {
+        frames.push([&[1u8][..], stdout].concat());
+    }
+    if !stderr.is_empty() {
+        frames.push([&[2u8][..], stderr].concat());
+    }
+    let status = if code == 0 {
+        json!({"metadata": {}, "status": "Success"})
+    } else {
+        json!({"metadata": {}, "status": "Failure",
+            "message": format!("command terminated with non-zero exit code: exit status {code}"),
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]}})
+    };
+    frames.push([&[3u8][..], status.to_string().as_bytes()].concat());
+    for frame in frames {
+        if ws.send(Message::binary(frame)).await.is_err() {
+            return;
+        }
+    }
+    let _ = ws.close(None).await;
+    // Drain until the client closes too.
+    while let Some(Ok(_)) = ws.next().await {}
 }
 
 /// `virsh qemu-agent-command DOMAIN JSON`: (stdout, stderr, exit code).

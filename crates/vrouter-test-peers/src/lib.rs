@@ -35,17 +35,47 @@ pub fn start_agent() -> AgentProcess {
     .unwrap_or_else(|e| panic!("cannot start qemu-ga for the test guest: {e}"))
 }
 
+/// Calls `check` every 200 ms until it returns `Some`, for at most
+/// `limit`: the equivalent of `kubectl wait`. `None` when time ran out.
+pub async fn eventually<T, F, Fut>(limit: std::time::Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return Some(value);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 /// Polls an apply until it exits (bounded by an iteration count, not a
-/// clock) and returns what it left behind.
+/// clock: 60 s of polls, generous for a loaded machine) and returns what it
+/// left behind, or the error a poll ended with.
+pub async fn poll_until_exited(
+    provider: &dyn vrouter_providers::Provider,
+    handle: vrouter_providers::ExecHandle,
+) -> Result<vrouter_providers::ExecOutcome, vrouter_providers::ProviderError> {
+    for _ in 0..3000 {
+        match provider.get_exec_status(handle).await? {
+            vrouter_providers::ExecStatus::Running => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            vrouter_providers::ExecStatus::Exited(outcome) => return Ok(outcome),
+        }
+    }
+    panic!("apply {handle} still running after 3000 polls");
+}
+
+/// [`poll_until_exited`] for an apply whose polls must all succeed.
 pub async fn wait_for_exit(
     provider: &dyn vrouter_providers::Provider,
     handle: vrouter_providers::ExecHandle,
 ) -> vrouter_providers::ExecOutcome {
-    for _ in 0..1000 {
-        match provider.get_exec_status(handle).await.unwrap() {
-            vrouter_providers::ExecStatus::Running => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-            vrouter_providers::ExecStatus::Exited(outcome) => return outcome,
-        }
-    }
-    panic!("apply {handle} still running after 1000 polls");
+    poll_until_exited(provider, handle)
+        .await
+        .unwrap_or_else(|e| panic!("polling apply {handle}: {e}"))
 }

@@ -65,13 +65,6 @@ pub fn detect_reboot(
     }
 }
 
-/// Parses the first field of `/proc/uptime` (`"12345.67 23456.78"`).
-pub fn parse_proc_uptime(text: &str) -> Option<Duration> {
-    let first = text.split_whitespace().next()?;
-    let secs: f64 = first.parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
-}
-
 /// Whether `target` is synced by the ProxmoxCluster `cluster` in
 /// `namespace`: only a same-namespace reference counts (spec §6.2 rejects
 /// others; one created before that rule is never followed across).
@@ -95,19 +88,10 @@ pub fn has_new_target(targets: &[VRouterTarget], last_sync: Option<&Time>) -> bo
         .any(|t| t.metadata.creation_timestamp.as_ref().is_some_and(|c| c.0 > last.0))
 }
 
-/// `message` with every occurrence of each secret replaced, so an error a
-/// server or library built from the request never carries a credential
-/// into a condition or a log.
-pub fn redact(message: &str, secrets: &[&str]) -> String {
-    secrets
-        .iter()
-        .filter(|s| !s.is_empty())
-        .fold(message.to_owned(), |m, s| m.replace(s, "<redacted>"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_clock::at;
 
     fn target(namespace: &str, cluster_ref: serde_json::Value) -> VRouterTarget {
         serde_json::from_value(serde_json::json!({
@@ -158,20 +142,6 @@ mod tests {
         );
         assert!(!has_new_target(&[], Some(&last)));
         assert!(has_new_target(&[], None), "never synced");
-    }
-
-    #[test]
-    fn step5_a_failure_message_never_carries_the_token() {
-        let message = "401 for PVEAPIToken=op@pve!t=s3cret-value";
-        assert_eq!(
-            redact(message, &["s3cret-value", ""]),
-            "401 for PVEAPIToken=op@pve!t=<redacted>"
-        );
-        assert_eq!(redact("plain", &["s3cret-value"]), "plain");
-    }
-
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + secs).unwrap()
     }
 
     const MINUTE: Duration = Duration::from_secs(60);
@@ -228,13 +198,5 @@ mod tests {
         // A genuinely new boot is recorded.
         let new = detect_reboot(Duration::from_secs(10), at(300), MINUTE, Some(&first));
         assert_eq!(new, Some(Time(at(290))));
-    }
-
-    #[test]
-    fn step4c_guest_uptime_parses_from_proc_uptime() {
-        assert_eq!(parse_proc_uptime("12.50 40.00\n"), Some(Duration::from_millis(12_500)));
-        assert_eq!(parse_proc_uptime(""), None);
-        assert_eq!(parse_proc_uptime("abc 1"), None);
-        assert_eq!(parse_proc_uptime("-1 0"), None);
     }
 }

@@ -3,4 +3,41 @@
 //! reads and writes around them.
 
 pub mod decide;
-pub mod reconcile;
+mod reconcile;
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, watcher};
+use vrouter_api::{ProxmoxCluster, VRouterTarget};
+
+use crate::context::Context;
+use crate::reconciler::{self, Scope, Shutdown};
+
+pub use reconcile::CONTROLLER;
+
+/// Runs the ProxmoxCluster controller until `shutdown`. A target wakes the
+/// cluster its clusterRef names (same namespace only), so a new target gets
+/// its node promptly.
+pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
+    let controller = Controller::new(scope.api::<ProxmoxCluster>(), watcher::Config::default()).watches(
+        scope.api::<VRouterTarget>(),
+        watcher::Config::default(),
+        |target| cluster_of(&target),
+    );
+    reconciler::run::<reconcile::ClusterReconciler>(controller, ctx, shutdown).await;
+}
+
+/// The ProxmoxCluster a target's provider names, when it is in the
+/// target's own namespace.
+fn cluster_of(target: &VRouterTarget) -> Option<ObjectRef<ProxmoxCluster>> {
+    let namespace = target.namespace().unwrap_or_default();
+    target
+        .spec
+        .provider
+        .proxmox
+        .as_ref()
+        .filter(|p| !p.cluster_ref.crosses_namespace(&namespace))
+        .map(|p| ObjectRef::new(&p.cluster_ref.name).within(&namespace))
+}

@@ -3,24 +3,23 @@
 //! `proxmoxNode` and `lastRebootTime` current, writing only what changed.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{FINALIZER, condition, reason};
-use vrouter_api::proxmox_cluster::{SECRET_KEY_TOKEN_ID, SECRET_KEY_TOKEN_SECRET};
 use vrouter_api::{ProxmoxCluster, VRouterTarget};
-use vrouter_providers::factory::{proxmox_cluster_client, proxmox_token};
-use vrouter_providers::{FactoryContext, ProviderError};
+use vrouter_providers::factory::{ClusterClientError, proxmox_cluster_client};
+use vrouter_providers::{FactoryContext, KubeLookup};
 
 use super::decide::{self, VmResource};
 use crate::conditions::{self, Wanted};
 use crate::context::Context;
-use crate::objects;
+use crate::reconciler::{self, Reconciler};
+use crate::{finalizers, status_writes};
 
 pub const CONTROLLER: &str = "proxmoxcluster";
 
@@ -45,24 +44,41 @@ struct SyncFailure {
     message: String,
 }
 
-pub async fn reconcile(cluster: Arc<ProxmoxCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let started = Instant::now();
-    let result = reconcile_inner(&cluster, &ctx).await;
-    ctx.metrics.reconciled(CONTROLLER, started.elapsed(), result.is_err());
-    result
+pub struct ClusterReconciler;
+
+impl Reconciler for ClusterReconciler {
+    type Object = ProxmoxCluster;
+    type Context = Context;
+    type Error = Error;
+    const NAME: &'static str = CONTROLLER;
+
+    async fn reconcile(cluster: Arc<ProxmoxCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+        reconcile(&cluster, &ctx).await
+    }
+
+    fn retry_after(error: &Error, _ctx: &Context) -> Duration {
+        match error {
+            Error::Kube(e) if reconciler::is_conflict(e) => reconciler::CONFLICT_RETRY,
+            _ => Duration::from_secs(5),
+        }
+    }
+
+    fn is_routine(error: &Error) -> bool {
+        matches!(error, Error::Kube(e) if reconciler::is_conflict(e))
+    }
 }
 
 fn sync_interval(cluster: &ProxmoxCluster) -> Duration {
     cluster.spec.sync_interval.to_std().max(MIN_SYNC_INTERVAL)
 }
 
-async fn reconcile_inner(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Action, Error> {
     if cluster.meta().deletion_timestamp.is_some() {
         // Nothing to clean up: the targets keep their last observed node.
-        objects::remove_finalizer(&ctx.client, cluster, FINALIZER).await?;
+        finalizers::remove_finalizer(&ctx.client, cluster, FINALIZER).await?;
         return Ok(Action::await_change());
     }
-    if objects::ensure_finalizer(&ctx.client, cluster, FINALIZER).await? {
+    if finalizers::ensure_finalizer(&ctx.client, cluster, FINALIZER).await? {
         return Ok(Action::requeue(Duration::ZERO));
     }
     let namespace = cluster.namespace().unwrap_or_default();
@@ -120,7 +136,7 @@ async fn reconcile_inner(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Acti
         }
     };
     conditions::set(&mut next.conditions, wanted, now);
-    objects::patch_status(&ctx.client, cluster, Some(&current), &next).await?;
+    status_writes::patch_status(&ctx.client, cluster, Some(&current), &next).await?;
     // A failed sync is retried at the next interval too: an unreachable
     // cluster is not polled in a tight loop.
     Ok(Action::requeue(interval))
@@ -128,36 +144,26 @@ async fn reconcile_inner(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Acti
 
 /// Steps 2–3: credentials, then one `/cluster/resources` read.
 async fn read_cluster(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Vec<VmResource>, SyncFailure> {
-    let namespace = cluster.namespace().unwrap_or_default();
-    let secret_name = &cluster.spec.credentials_ref.name;
-    let not_found = |message: String| SyncFailure {
-        reason: reason::CREDENTIALS_NOT_FOUND,
-        message,
-    };
-    let secret = Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
-        .get_opt(secret_name)
+    let lookup = KubeLookup::new(ctx.client.clone());
+    let client = proxmox_cluster_client(cluster, &lookup, &FactoryContext::default())
         .await
-        .map_err(|e| not_found(format!("reading credentials Secret {namespace}/{secret_name}: {e}")))?
-        .ok_or_else(|| not_found(format!("credentials Secret {namespace}/{secret_name} not found")))?;
-    let secrets = secret_values(&secret);
-    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
-    let failed = |reason, context: &str, e: ProviderError| SyncFailure {
-        reason,
-        message: decide::redact(&format!("{context}: {e}"), &secrets),
-    };
-    proxmox_token(&secret).map_err(|e| {
-        failed(
-            reason::INVALID_CREDENTIALS,
-            &format!("credentials Secret {namespace}/{secret_name}"),
-            e,
-        )
+        .map_err(|e| {
+            let (reason, step) = match e {
+                ClusterClientError::CredentialsNotFound(_) => {
+                    (reason::CREDENTIALS_NOT_FOUND, "reading the credentials")
+                }
+                ClusterClientError::InvalidCredentials(_) => (reason::INVALID_CREDENTIALS, "reading the credentials"),
+                ClusterClientError::Client(_) => (reason::FETCH_FAILED, "building the Proxmox client"),
+            };
+            SyncFailure {
+                reason,
+                message: format!("{step}: {e}"),
+            }
+        })?;
+    let vms = client.vms().await.map_err(|e| SyncFailure {
+        reason: reason::FETCH_FAILED,
+        message: format!("listing /cluster/resources: {e}"),
     })?;
-    let client = proxmox_cluster_client(cluster, &secret, &FactoryContext::default())
-        .map_err(|e| failed(reason::FETCH_FAILED, "building the Proxmox client", e))?;
-    let vms = client
-        .vms()
-        .await
-        .map_err(|e| failed(reason::FETCH_FAILED, "listing /cluster/resources", e))?;
     Ok(vms
         .into_iter()
         .map(|vm| VmResource {
@@ -166,24 +172,6 @@ async fn read_cluster(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Vec<VmR
             uptime_secs: if vm.running { vm.uptime } else { 0 },
         })
         .collect())
-}
-
-/// The credential values of the Secret, to keep out of any message.
-fn secret_values(secret: &Secret) -> Vec<String> {
-    let is_credential = |key: &String| [SECRET_KEY_TOKEN_ID, SECRET_KEY_TOKEN_SECRET].contains(&key.as_str());
-    let from_data = secret
-        .data
-        .iter()
-        .flatten()
-        .filter(|(k, _)| is_credential(k))
-        .map(|(_, v)| String::from_utf8_lossy(&v.0).trim().to_owned());
-    let from_string_data = secret
-        .string_data
-        .iter()
-        .flatten()
-        .filter(|(k, _)| is_credential(k))
-        .map(|(_, v)| v.trim().to_owned());
-    from_data.chain(from_string_data).collect()
 }
 
 /// Step 4: node and reboot time of every referencing target.
@@ -225,7 +213,7 @@ async fn sync_targets(
                 next.last_reboot_time = Some(boot);
             }
         }
-        objects::patch_status(&ctx.client, target, Some(&current), &next).await?;
+        status_writes::patch_status(&ctx.client, target, Some(&current), &next).await?;
     }
     Ok(())
 }
@@ -236,36 +224,17 @@ async fn guest_uptime(ctx: &Context, target: &VRouterTarget) -> Option<(Duration
     let name = target.name_any();
     let read = async {
         let provider = ctx.providers.for_target(target).await?;
-        provider.read_file(&ctx.settings.guest_uptime_path).await
+        provider.guest_uptime().await
     };
-    let text = match tokio::time::timeout(GUEST_UPTIME_TIMEOUT, read).await {
-        Ok(Ok(bytes)) => bytes,
+    match tokio::time::timeout(GUEST_UPTIME_TIMEOUT, read).await {
+        Ok(Ok(uptime)) => Some((uptime, Timestamp::now())),
         Ok(Err(error)) => {
-            tracing::warn!(target = %name, %error, "could not read the guest's /proc/uptime");
-            return None;
+            tracing::warn!(target = %name, %error, "could not read the guest's uptime");
+            None
         }
         Err(_) => {
-            tracing::warn!(target = %name, "reading the guest's /proc/uptime took longer than 10 s");
-            return None;
-        }
-    };
-    let read_at = Timestamp::now();
-    match decide::parse_proc_uptime(&String::from_utf8_lossy(&text)) {
-        Some(uptime) => Some((uptime, read_at)),
-        None => {
-            tracing::warn!(target = %name, "the guest's /proc/uptime is not a number of seconds");
+            tracing::warn!(target = %name, "reading the guest's uptime took longer than 10 s");
             None
         }
     }
-}
-
-pub fn error_policy(_cluster: Arc<ProxmoxCluster>, error: &Error, _ctx: Arc<Context>) -> Action {
-    // A conflict means the cache was one write behind: look again promptly.
-    if let Error::Kube(kube::Error::Api(e)) = error
-        && e.code == 409
-    {
-        return Action::requeue(Duration::from_millis(200));
-    }
-    tracing::warn!(%error, "ProxmoxCluster reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(5))
 }

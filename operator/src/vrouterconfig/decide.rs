@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::runtime::events::EventType;
 use vrouter_api::constants::{condition, reason};
 use vrouter_api::{Phase, VRouterConfigStatus};
 
@@ -54,7 +55,7 @@ pub enum Next {
 /// A Kubernetes Event to record with the step.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
-    pub warning: bool,
+    pub type_: EventType,
     pub reason: &'static str,
     pub note: String,
 }
@@ -149,7 +150,7 @@ fn failed_step(mut status: VRouterConfigStatus, why: &'static str, message: Stri
         status,
         next: Next::Done,
         event: Some(Event {
-            warning: true,
+            type_: EventType::Warning,
             reason: why,
             note: message,
         }),
@@ -319,7 +320,7 @@ pub fn on_exec_polled(status: &VRouterConfigStatus, clock: Clock, poll: Poll) ->
                     status,
                     next: Next::Done,
                     event: Some(Event {
-                        warning: false,
+                        type_: EventType::Normal,
                         reason: reason::CONFIG_APPLIED,
                         note,
                     }),

@@ -1,12 +1,9 @@
 //! One table per step of spec §7.2.
 
 use super::*;
+use crate::test_clock::at;
 
 const TIMEOUT: Duration = Duration::from_secs(600);
-
-fn at(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_800_000_000 + secs).unwrap()
-}
 
 fn clock(secs: i64) -> Clock {
     Clock {
@@ -121,7 +118,7 @@ fn step3_not_ready_past_the_apply_timeout_fails_the_apply() {
         ("False".into(), reason::APPLY_TIMEOUT.into(), Some(4))
     );
     assert_eq!(step.next, Next::Done);
-    assert!(step.event.unwrap().warning);
+    assert_eq!(step.event.unwrap().type_, EventType::Warning);
 }
 
 #[test]
@@ -226,7 +223,7 @@ fn step4_exit_zero_without_marker_is_applied_for_the_dispatched_generation() {
         ("True".into(), reason::CONFIG_APPLIED.into(), Some(4))
     );
     assert_eq!(step.next, Next::Done);
-    assert!(!step.event.unwrap().warning);
+    assert_eq!(step.event.unwrap().type_, EventType::Normal);
 }
 
 #[test]

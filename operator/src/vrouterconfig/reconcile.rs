@@ -2,22 +2,27 @@
 //! router, asks `decide` what follows, and writes only what changed.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use vrouter_api::constants::{ANNOTATION_PAUSED, FINALIZER};
-use vrouter_api::{NameRef, VRouterConfig, VRouterConfigStatus, VRouterStatus, VRouterStatusSpec, VRouterTarget};
-use vrouter_providers::{ExecHandle, ExecStatus, ProviderError};
+use vrouter_api::constants::FINALIZER;
+use vrouter_api::{
+    ControllerRef, NameRef, VRouterConfig, VRouterConfigStatus, VRouterStatus, VRouterStatusSpec, VRouterTarget,
+};
+use vrouter_providers::{ExecHandle, ExecStatus, Provider, ProviderError};
 
+use super::ConfigContext;
 use super::decide::{self, Clock, Next, Poll, Step};
 use super::one_apply_per_router::{Router, in_flight_elsewhere};
 use crate::context::Context;
 use crate::metrics::ResultLabels;
-use crate::objects;
+use crate::reconciler::{self, Reconciler};
+use crate::{finalizers, status_writes};
 
 pub const CONTROLLER: &str = "vrouterconfig";
 
@@ -29,9 +34,28 @@ pub enum Error {
     Retry(String),
 }
 
-/// The config is paused for debugging: no apply, no repair.
-pub fn is_paused(config: &VRouterConfig) -> bool {
-    config.annotations().get(ANNOTATION_PAUSED).is_some_and(|v| v == "true")
+pub struct ConfigReconciler;
+
+impl Reconciler for ConfigReconciler {
+    type Object = VRouterConfig;
+    type Context = ConfigContext;
+    type Error = Error;
+    const NAME: &'static str = CONTROLLER;
+
+    async fn reconcile(config: Arc<VRouterConfig>, ctx: Arc<ConfigContext>) -> Result<Action, Error> {
+        reconcile(&config, &ctx).await
+    }
+
+    fn retry_after(error: &Error, _ctx: &ConfigContext) -> Duration {
+        match error {
+            Error::Kube(e) if reconciler::is_conflict(e) => reconciler::CONFLICT_RETRY,
+            _ => Duration::from_secs(5),
+        }
+    }
+
+    fn is_routine(error: &Error) -> bool {
+        matches!(error, Error::Kube(e) if reconciler::is_conflict(e))
+    }
 }
 
 fn to_poll(result: Result<ExecStatus, ProviderError>) -> Poll {
@@ -58,183 +82,241 @@ fn to_poll(result: Result<ExecStatus, ProviderError>) -> Poll {
     }
 }
 
-pub async fn reconcile(config: Arc<VRouterConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let started = Instant::now();
-    let result = reconcile_inner(&config, &ctx).await;
-    ctx.metrics.reconciled(CONTROLLER, started.elapsed(), result.is_err());
-    result
-}
-
-async fn reconcile_inner(config: &VRouterConfig, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action, Error> {
     if config.meta().deletion_timestamp.is_some() {
         // Deleting the object never touches the router: it keeps its config.
         // An apply still running keeps its router hold until it expires.
-        let router = Router {
-            namespace: config.namespace().unwrap_or_default(),
-            target: config.spec.target_ref.name.clone(),
-        };
-        ctx.status_objects_due.remove(&router, &config.name_any());
-        objects::remove_finalizer(&ctx.client, config, FINALIZER).await?;
+        ctx.status_objects_due.remove(&router_of(config), &config.name_any());
+        finalizers::remove_finalizer(&ctx.client, config, FINALIZER).await?;
         return Ok(Action::await_change());
     }
-    if objects::ensure_finalizer(&ctx.client, config, FINALIZER).await? {
+    if finalizers::ensure_finalizer(&ctx.client, config, FINALIZER).await? {
         // The patch's own watch event brings the updated object; a requeue
         // now would read the cache from before it, and its finalizer patch
-        // would be a conflict (a third of the extra writes at 1,000 configs).
+        // would be a conflict.
         return Ok(Action::await_change());
     }
-    if is_paused(config) {
+    if config.is_paused() {
         return Ok(Action::await_change());
     }
-    let namespace = config.namespace().unwrap_or_default();
-    let status = config.status.clone().unwrap_or_default();
-    let clock = Clock {
-        now: Timestamp::now(),
-        apply_timeout: ctx.settings.apply_timeout,
-    };
-    let target_ref = &config.spec.target_ref;
-    if target_ref.crosses_namespace(&namespace) {
-        return note_problem(
-            ctx,
-            config,
-            &status,
-            format!("spec.targetRef must stay in namespace {namespace:?}"),
-        )
-        .await;
+    Apply::new(ctx, config).step().await
+}
+
+/// The router a config applies to.
+fn router_of(config: &VRouterConfig) -> Router {
+    Router {
+        namespace: config.namespace().unwrap_or_default(),
+        target: config.spec.target_ref.name.clone(),
     }
-    let targets: Api<VRouterTarget> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(target) = targets.get_opt(&target_ref.name).await? else {
-        return note_problem(
+}
+
+/// One reconcile of one config that is neither deleted nor paused.
+struct Apply<'a> {
+    ctx: &'a ConfigContext,
+    config: &'a VRouterConfig,
+    status: VRouterConfigStatus,
+    clock: Clock,
+    router: Router,
+    name: String,
+}
+
+impl<'a> Apply<'a> {
+    fn new(ctx: &'a ConfigContext, config: &'a VRouterConfig) -> Self {
+        Apply {
             ctx,
             config,
-            &status,
-            format!("VRouterTarget {:?} not found", target_ref.name),
-        )
-        .await;
-    };
-    let provider = match ctx.providers.for_target(&target).await {
-        Ok(provider) => provider,
-        Err(e) => return cannot_reach(ctx, config, &status, &e).await,
-    };
-    let last_reboot = target.status.as_ref().and_then(|s| s.last_reboot_time.clone());
-    let generation = config.meta().generation.unwrap_or(0);
-    let router = Router {
-        namespace: namespace.clone(),
-        target: target_ref.name.clone(),
-    };
-    let name = config.name_any();
-    // A config that would dispatch but whose router is busy waits without
-    // looking at the router: the other apply is polled through the same agent.
-    if status.exec_pid == 0
-        && decide::dispatch_reason(&status, generation, last_reboot.as_ref()).is_some()
-        && let Some(other) = router_busy_with(ctx, &router, &name, clock).await
-    {
-        return wait_for_router(ctx, config, &status, &other).await;
+            status: config.status.clone().unwrap_or_default(),
+            clock: Clock {
+                now: Timestamp::now(),
+                apply_timeout: ctx.settings.apply_timeout,
+            },
+            router: router_of(config),
+            name: config.name_any(),
+        }
     }
 
-    let running = match provider.is_vm_running().await {
-        Ok(running) => running,
-        // A role that lacks a permission needs a person, like a missing target.
-        Err(e) if e.is_forbidden() => return cannot_reach(ctx, config, &status, &e).await,
-        // An apply in flight keeps its timeout even while its VM cannot be
-        // looked at; without one there is nothing to time out.
-        Err(e) if status.exec_pid > 0 => {
-            let step = decide::on_exec_polled(&status, clock, Poll::Error(e.to_string()));
-            record_apply_end(ctx, &status, &step, clock.now);
-            return finish(ctx, config, &status, step).await;
+    /// Target, provider, router state, then the one step that follows:
+    /// poll the apply in flight, dispatch a new one, or nothing.
+    async fn step(&self) -> Result<Action, Error> {
+        let namespace = &self.router.namespace;
+        let target_ref = &self.config.spec.target_ref;
+        if target_ref.crosses_namespace(namespace) {
+            return self
+                .note_problem(format!("spec.targetRef must stay in namespace {namespace:?}"))
+                .await;
         }
-        Err(e) => return Err(Error::Retry(e.to_string())),
-    };
-    if !running {
-        return finish(ctx, config, &status, decide::on_vm_stopped(&status, clock)).await;
-    }
-    if let Err(e) = provider.check_ready().await {
-        if e.is_forbidden() {
-            return cannot_reach(ctx, config, &status, &e).await;
+        let targets: Api<VRouterTarget> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let Some(target) = targets.get_opt(&target_ref.name).await? else {
+            return self
+                .note_problem(format!("VRouterTarget {:?} not found", target_ref.name))
+                .await;
+        };
+        let provider = match self.ctx.providers.for_target(&target).await {
+            Ok(provider) => provider,
+            Err(e) => return self.cannot_reach(&e).await,
+        };
+        let last_reboot = target.status.as_ref().and_then(|s| s.last_reboot_time.clone());
+        let generation = self.config.meta().generation.unwrap_or(0);
+        // A config that would dispatch but whose router is busy waits without
+        // looking at the router: the other apply is polled through the same agent.
+        if self.status.exec_pid == 0
+            && decide::dispatch_reason(&self.status, generation, last_reboot.as_ref()).is_some()
+            && let Some(other) = self.router_busy_with().await
+        {
+            return self.wait_for_router(&other).await;
         }
-        return finish(
-            ctx,
-            config,
-            &status,
-            decide::on_not_ready(&status, clock, &e.to_string()),
-        )
-        .await;
+        if let Some(action) = self.unless_ready(&*provider).await? {
+            return Ok(action);
+        }
+        if self.status.exec_pid > 0 {
+            return self.poll(&*provider).await;
+        }
+        self.dispatch(&*provider, generation, last_reboot.as_ref()).await
     }
-    // An apply in flight holds its router until its result is in; a
-    // process that restarted mid-apply takes the hold again here.
-    let hold_until = Instant::now() + ctx.settings.apply_timeout;
-    if status.exec_pid > 0 {
-        let poll = to_poll(provider.get_exec_status(ExecHandle(status.exec_pid)).await);
-        let step = decide::on_exec_polled(&status, clock, poll);
-        record_apply_end(ctx, &status, &step, clock.now);
+
+    /// `None` when the VM runs and the router is ready; else what the
+    /// status becomes meanwhile.
+    async fn unless_ready(&self, provider: &dyn Provider) -> Result<Option<Action>, Error> {
+        let running = match provider.is_vm_running().await {
+            Ok(running) => running,
+            // A role that lacks a permission needs a person, like a missing target.
+            Err(e) if e.is_forbidden() => return self.cannot_reach(&e).await.map(Some),
+            // An apply in flight keeps its timeout even while its VM cannot be
+            // looked at; without one there is nothing to time out.
+            Err(e) if self.status.exec_pid > 0 => {
+                let step = decide::on_exec_polled(&self.status, self.clock, Poll::Error(e.to_string()));
+                record_apply_end(self.ctx, &self.status, &step, self.clock.now);
+                return self.finish(step).await.map(Some);
+            }
+            Err(e) => return Err(Error::Retry(e.to_string())),
+        };
+        if !running {
+            return self
+                .finish(decide::on_vm_stopped(&self.status, self.clock))
+                .await
+                .map(Some);
+        }
+        if let Err(e) = provider.check_ready().await {
+            if e.is_forbidden() {
+                return self.cannot_reach(&e).await.map(Some);
+            }
+            let step = decide::on_not_ready(&self.status, self.clock, &e.to_string());
+            return self.finish(step).await.map(Some);
+        }
+        Ok(None)
+    }
+
+    /// Polls the apply in flight. It holds its router until its result is
+    /// in; a process that restarted mid-apply takes the hold again here.
+    async fn poll(&self, provider: &dyn Provider) -> Result<Action, Error> {
+        let poll = to_poll(provider.get_exec_status(ExecHandle(self.status.exec_pid)).await);
+        let step = decide::on_exec_polled(&self.status, self.clock, poll);
+        record_apply_end(self.ctx, &self.status, &step, self.clock.now);
         if step.status.exec_pid > 0 {
-            let _ = ctx.router_locks.try_hold(&router, &name, hold_until, Instant::now());
+            let _ = self
+                .ctx
+                .router_locks
+                .try_hold(&self.router, &self.name, self.hold_until(), Instant::now());
         }
-        return finish(ctx, config, &status, step).await;
+        self.finish(step).await
     }
-    let Some(reason) = decide::dispatch_reason(&status, generation, last_reboot.as_ref()) else {
-        if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&router, &name) {
-            return Ok(match ensure_status_object(ctx, config, &router).await? {
-                true => Action::await_change(),
-                false => Action::requeue(STATUS_OBJECT_RETRY),
-            });
+
+    /// Dispatches an apply when one is due and the router is free; with
+    /// nothing due, creates a VRouterStatus still owed.
+    async fn dispatch(
+        &self,
+        provider: &dyn Provider,
+        generation: i64,
+        last_reboot: Option<&Time>,
+    ) -> Result<Action, Error> {
+        let (ctx, config, status, clock) = (self.ctx, self.config, &self.status, self.clock);
+        let Some(reason) = decide::dispatch_reason(status, generation, last_reboot) else {
+            if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&self.router, &self.name)
+            {
+                return Ok(match ensure_status_object(ctx, config, &self.router).await? {
+                    true => Action::await_change(),
+                    false => Action::requeue(STATUS_OBJECT_RETRY),
+                });
+            }
+            return Ok(Action::await_change());
+        };
+        if let Err(other) = ctx
+            .router_locks
+            .try_hold(&self.router, &self.name, self.hold_until(), Instant::now())
+        {
+            return self.wait_for_router(&other).await;
         }
-        return Ok(Action::await_change());
-    };
-    if let Err(other) = ctx.router_locks.try_hold(&router, &name, hold_until, Instant::now()) {
-        return wait_for_router(ctx, config, &status, &other).await;
+        if let Some(other) = self.router_busy_with().await {
+            ctx.router_locks.release(&self.router, &self.name);
+            return self.wait_for_router(&other).await;
+        }
+        tracing::info!(config = %self.name, ?reason, generation, "dispatching apply");
+        // Applied=False for the new generation goes out before the script runs.
+        let before = decide::before_dispatch(status, generation, clock);
+        let fresh = match status_writes::write_status(&ctx.client, config, Some(status), &before).await {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                ctx.router_locks.release(&self.router, &self.name);
+                return Err(e.into());
+            }
+        };
+        let step = match provider
+            .exec_script(&config.spec.config, &config.spec.commands, config.spec.save)
+            .await
+        {
+            Ok(handle) => decide::after_dispatch(&before, generation, clock, handle.get(), last_reboot),
+            Err(e) => {
+                let permanent = matches!(
+                    e,
+                    ProviderError::TooLarge { .. } | ProviderError::NotSupported { .. } | ProviderError::Render(_)
+                );
+                decide::on_dispatch_failed(&before, generation, clock, &e.to_string(), permanent, last_reboot)
+            }
+        };
+        finish(ctx, &fresh, &before, step).await
     }
-    if let Some(other) = router_busy_with(ctx, &router, &name, clock).await {
-        ctx.router_locks.release(&router, &name);
-        return wait_for_router(ctx, config, &status, &other).await;
+
+    /// Until when a hold taken now lasts: an apply cannot run longer.
+    fn hold_until(&self) -> Instant {
+        Instant::now() + self.ctx.settings.apply_timeout
     }
-    tracing::info!(config = %name, ?reason, generation, "dispatching apply");
-    // Applied=False for the new generation goes out before the script runs.
-    let before = decide::before_dispatch(&status, generation, clock);
-    let fresh = match objects::write_status(&ctx.client, config, Some(&status), &before).await {
-        Ok(fresh) => fresh,
-        Err(e) => {
-            ctx.router_locks.release(&router, &name);
-            return Err(e.into());
-        }
-    };
-    let step = match provider
-        .exec_script(&config.spec.config, &config.spec.commands, config.spec.save)
-        .await
-    {
-        Ok(handle) => decide::after_dispatch(&before, generation, clock, handle.get(), last_reboot.as_ref()),
-        Err(e) => {
-            let permanent = matches!(
-                e,
-                ProviderError::TooLarge { .. } | ProviderError::NotSupported { .. } | ProviderError::Render(_)
-            );
-            decide::on_dispatch_failed(
-                &before,
-                generation,
-                clock,
-                &e.to_string(),
-                permanent,
-                last_reboot.as_ref(),
-            )
-        }
-    };
-    finish(ctx, &fresh, &before, step).await
+
+    async fn router_busy_with(&self) -> Option<String> {
+        router_busy_with(self.ctx, &self.router, &self.name, self.clock).await
+    }
+
+    async fn wait_for_router(&self, other: &str) -> Result<Action, Error> {
+        wait_for_router(self.ctx, self.config, &self.status, other).await
+    }
+
+    async fn note_problem(&self, message: String) -> Result<Action, Error> {
+        note_problem(self.ctx, self.config, &self.status, message).await
+    }
+
+    /// The router cannot be reached for a reason a person must fix (its
+    /// provider cannot be built, the operator's role lacks a permission).
+    async fn cannot_reach(&self, error: &ProviderError) -> Result<Action, Error> {
+        self.note_problem(format!("cannot reach the router: {error}")).await
+    }
+
+    async fn finish(&self, step: Step) -> Result<Action, Error> {
+        finish(self.ctx, self.config, &self.status, step).await
+    }
 }
 
 /// How soon a config waiting for another config's apply on its router looks
 /// again; applies of a small config take about a second.
-const ROUTER_BUSY_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+const ROUTER_BUSY_RETRY: Duration = Duration::from_secs(2);
 
 /// Another config whose apply runs on `router`: held in this process, or,
 /// after a restart, shown in stored statuses (the store is read once its
 /// first list is in, so a restarted process cannot miss one).
-async fn router_busy_with(ctx: &Context, router: &Router, name: &str, clock: Clock) -> Option<String> {
+async fn router_busy_with(ctx: &ConfigContext, router: &Router, name: &str, clock: Clock) -> Option<String> {
     if let Some(other) = ctx.router_locks.held_by_other(router, name, Instant::now()) {
         return Some(other);
     }
-    let store = ctx.configs_seen.read().unwrap_or_else(|e| e.into_inner()).clone()?;
-    store.wait_until_ready().await.ok()?;
-    let configs = store.state();
+    ctx.configs.wait_until_ready().await.ok()?;
+    let configs = ctx.configs.state();
     in_flight_elsewhere(
         configs.iter().map(|c| &**c),
         router,
@@ -252,7 +334,7 @@ async fn wait_for_router(
 ) -> Result<Action, Error> {
     let mut next = decide::nothing_attempted_meanwhile(status.clone());
     next.message = format!("waiting for VRouterConfig {other:?} to finish its apply on the same router");
-    objects::patch_status(&ctx.client, config, Some(status), &next).await?;
+    status_writes::patch_status(&ctx.client, config, Some(status), &next).await?;
     Ok(Action::requeue(ROUTER_BUSY_RETRY))
 }
 
@@ -274,23 +356,19 @@ async fn note_problem(
         record_apply_end(ctx, status, &step, clock.now);
         return finish(ctx, config, status, step).await;
     }
-    if objects::patch_status(&ctx.client, config, Some(status), &step.status).await? {
-        ctx.event(config, true, vrouter_api::constants::event::TARGET_UNAVAILABLE, message)
-            .await;
+    if status_writes::patch_status(&ctx.client, config, Some(status), &step.status).await? {
+        ctx.event(
+            config,
+            EventType::Warning,
+            vrouter_api::constants::event::TARGET_UNAVAILABLE,
+            message,
+        )
+        .await;
     }
     Ok(match step.next {
         Next::RequeueAfter(after) => Action::requeue(after),
         _ => Action::requeue(decide::TARGET_UNAVAILABLE_RETRY),
     })
-}
-
-async fn cannot_reach(
-    ctx: &Context,
-    config: &VRouterConfig,
-    status: &VRouterConfigStatus,
-    error: &ProviderError,
-) -> Result<Action, Error> {
-    note_problem(ctx, config, status, format!("cannot reach the router: {error}")).await
 }
 
 fn record_apply_end(ctx: &Context, before: &VRouterConfigStatus, step: &Step, now: Timestamp) {
@@ -321,24 +399,17 @@ async fn finish(
 ) -> Result<Action, Error> {
     if step.status.exec_pid == 0 {
         // No apply of this config runs (any more): its router is free.
-        let router = Router {
-            namespace: config.namespace().unwrap_or_default(),
-            target: config.spec.target_ref.name.clone(),
-        };
-        ctx.router_locks.release(&router, &config.name_any());
+        ctx.router_locks.release(&router_of(config), &config.name_any());
     }
-    objects::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?;
+    status_writes::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?;
     if let Some(event) = &step.event {
-        ctx.event(config, event.warning, event.reason, event.note.clone()).await;
+        ctx.event(config, event.type_, event.reason, event.note.clone()).await;
     }
-    if step.status.phase == vrouter_api::Phase::Applied && current.phase != vrouter_api::Phase::Applied {
-        let router = Router {
-            namespace: config.namespace().unwrap_or_default(),
-            target: config.spec.target_ref.name.clone(),
-        };
-        if !ensure_status_object(ctx, config, &router).await? {
-            return Ok(Action::requeue(STATUS_OBJECT_RETRY));
-        }
+    if step.status.phase == vrouter_api::Phase::Applied
+        && current.phase != vrouter_api::Phase::Applied
+        && !ensure_status_object(ctx, config, &router_of(config)).await?
+    {
+        return Ok(Action::requeue(STATUS_OBJECT_RETRY));
     }
     match step.next {
         Next::Done => Ok(Action::await_change()),
@@ -348,7 +419,7 @@ async fn finish(
 }
 
 /// How soon a VRouterStatus that could not be created is tried again.
-const STATUS_OBJECT_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
+const STATUS_OBJECT_RETRY: Duration = Duration::from_secs(30);
 
 /// After the first successful apply, a VRouterStatus watches the router for
 /// drift. It is owned by the config, so it goes when the config goes. A
@@ -376,7 +447,7 @@ pub(crate) async fn ensure_status_object(
             tracing::warn!(config = %name, %message, "could not create the VRouterStatus; retrying");
             ctx.event(
                 config,
-                true,
+                EventType::Warning,
                 vrouter_api::constants::event::STATUS_NOT_CREATED,
                 format!("could not create VRouterStatus {name:?} for drift detection: {message}"),
             )
@@ -391,20 +462,13 @@ async fn create_status_object(ctx: &Context, config: &VRouterConfig) -> Result<(
     let namespace = config.namespace().unwrap_or_default();
     let api: Api<VRouterStatus> = Api::namespaced(ctx.client.clone(), &namespace);
     let name = config.name_any();
-    // Create and take "already exists" as done: one request either way,
-    // where a GET first cost two for every new config.
+    // Create and take "already exists" as done: one request in either
+    // case, where a look first would be a second request for every config.
     let status = VRouterStatus {
         metadata: ObjectMeta {
             name: Some(name.clone()),
             namespace: Some(namespace),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "vrouter.kojuro.date/v1".into(),
-                kind: "VRouterConfig".into(),
-                name: name.clone(),
-                uid: config.uid().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: config.controller_ref().map(|owner| vec![owner]),
             ..Default::default()
         },
         spec: VRouterStatusSpec {
@@ -418,15 +482,4 @@ async fn create_status_object(ctx: &Context, config: &VRouterConfig) -> Result<(
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-pub fn error_policy(_config: Arc<VRouterConfig>, error: &Error, _ctx: Arc<Context>) -> Action {
-    // A conflict means the cache was one write behind: look again promptly.
-    if let Error::Kube(kube::Error::Api(e)) = error
-        && e.code == 409
-    {
-        return Action::requeue(std::time::Duration::from_millis(200));
-    }
-    tracing::warn!(%error, "VRouterConfig reconcile failed; retrying");
-    Action::requeue(std::time::Duration::from_secs(5))
 }

@@ -7,13 +7,16 @@
 
 use std::future::Future;
 
+use futures::StreamExt;
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus};
 
 use super::one_apply_per_router::Router;
 use super::reconcile::ensure_status_object;
 use crate::context::Context;
+use crate::reconciler::Scope;
 
 /// The configs that are Applied, not being deleted, and have no VRouterStatus
 /// of their name (the name the operator creates it with) in `has_status`.
@@ -33,13 +36,16 @@ pub fn missing<'a>(
 }
 
 /// Sweeps every `ctx.settings.status_sweep` until `shutdown`, once both
-/// stores hold their first list.
-pub async fn run(
-    ctx: &Context,
-    configs: Store<VRouterConfig>,
-    statuses: Store<VRouterStatus>,
-    shutdown: impl Future<Output = ()>,
-) {
+/// stores hold their first list. The VRouterStatus store is the sweep's own
+/// watch, so the sweep needs nothing from another controller's wiring.
+pub async fn run(ctx: &Context, configs: Store<VRouterConfig>, scope: &Scope, shutdown: impl Future<Output = ()>) {
+    let (statuses, writer) = reflector::store::<VRouterStatus>();
+    let watching = reflector(
+        writer,
+        watcher(scope.api::<VRouterStatus>(), watcher::Config::default()),
+    )
+    .default_backoff()
+    .for_each(|_| async {});
     let sweeping = async {
         if configs.wait_until_ready().await.is_err() || statuses.wait_until_ready().await.is_err() {
             return;
@@ -66,7 +72,7 @@ pub async fn run(
         }
     };
     tokio::select! {
-        _ = sweeping => {}
+        _ = async { futures::join!(watching, sweeping) } => {}
         _ = shutdown => {}
     }
 }

@@ -163,6 +163,7 @@ pub fn too_large_to_store(startup: usize, running: usize, limit: usize) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_clock::at;
 
     #[test]
     fn the_router_is_read_only_when_a_read_is_due() {
@@ -268,10 +269,6 @@ mod tests {
                 assert!(message.contains(&limit.to_string()), "{message}");
             }
         }
-    }
-
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + secs).unwrap()
     }
 
     fn reading(startup: &str) -> Reading {

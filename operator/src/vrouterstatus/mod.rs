@@ -3,4 +3,44 @@
 //! `reconcile` performs the I/O.
 
 pub mod decide;
-pub mod reconcile;
+mod reconcile;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
+use vrouter_api::{VRouterConfig, VRouterStatus};
+
+use crate::context::Context;
+use crate::reconciler::{self, Scope, Shutdown};
+
+pub use reconcile::{CONTROLLER, MAX_STORED_BYTES};
+
+/// Runs the VRouterStatus controller until `shutdown`. A config's change (a
+/// new apply, a pause lifted) wakes the status object watching it, so a
+/// new baseline is taken promptly.
+pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
+    let wc = watcher::Config::default();
+    let controller = Controller::new(scope.api::<VRouterStatus>(), wc.clone());
+    let statuses = controller.store();
+    let controller = controller.owns(scope.api::<ConfigMap>(), wc.clone()).watches(
+        scope.api::<VRouterConfig>(),
+        wc,
+        move |config| watching(&statuses, &config),
+    );
+    reconciler::run::<reconcile::StatusReconciler>(controller, ctx, shutdown).await;
+}
+
+/// The status objects whose `configRef` names `config`.
+fn watching(statuses: &Store<VRouterStatus>, config: &VRouterConfig) -> Vec<ObjectRef<VRouterStatus>> {
+    let namespace = config.namespace().unwrap_or_default();
+    let name = config.name_any();
+    statuses
+        .state()
+        .into_iter()
+        .filter(|s| s.namespace().as_deref() == Some(&namespace) && s.spec.config_ref.name == name)
+        .map(|s| ObjectRef::from_obj(&*s))
+        .collect()
+}

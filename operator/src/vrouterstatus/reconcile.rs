@@ -4,23 +4,25 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{condition, reason};
-use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
+use vrouter_api::{ControllerRef, Phase, VRouterConfig, VRouterStatus, VRouterTarget};
 
 use super::decide::{self, ConfigView, Reading};
 use crate::conditions::{self, Wanted};
 use crate::context::Context;
+use crate::context::FIELD_MANAGER;
 use crate::metrics::ResultLabels;
-use crate::objects::{self, MANAGER};
-use crate::vrouterconfig::reconcile::is_paused;
+use crate::reconciler::Reconciler;
+use crate::status_writes;
 
 pub const CONTROLLER: &str = "vrouterstatus";
 
@@ -34,17 +36,22 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
-/// The ConfigMap holding a VRouterStatus's configs.
-pub fn config_map_name(status: &str) -> String {
-    format!("vrs-{status}-config")
-}
+pub struct StatusReconciler;
 
-pub async fn reconcile(vrs: Arc<VRouterStatus>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let started = Instant::now();
-    let result = sync(&vrs, &ctx).await;
-    ctx.metrics.reconciled(CONTROLLER, started.elapsed(), result.is_err());
-    let wait = result?;
-    Ok(Action::requeue(wait.unwrap_or_else(|| sync_interval(&vrs))))
+impl Reconciler for StatusReconciler {
+    type Object = VRouterStatus;
+    type Context = Context;
+    type Error = Error;
+    const NAME: &'static str = CONTROLLER;
+
+    async fn reconcile(vrs: Arc<VRouterStatus>, ctx: Arc<Context>) -> Result<Action, Error> {
+        let wait = sync(&vrs, &ctx).await?;
+        Ok(Action::requeue(wait.unwrap_or_else(|| sync_interval(&vrs))))
+    }
+
+    fn retry_after(_error: &Error, _ctx: &Context) -> Duration {
+        Duration::from_secs(10)
+    }
 }
 
 fn sync_interval(vrs: &VRouterStatus) -> Duration {
@@ -64,19 +71,19 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
     let config_ref = &vrs.spec.config_ref;
     if config_ref.crosses_namespace(&namespace) {
         let next = fail(format!("spec.configRef must stay in namespace {namespace:?}"));
-        objects::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
+        status_writes::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
         return Ok(None);
     }
     let configs: Api<VRouterConfig> = Api::namespaced(ctx.client.clone(), &namespace);
     let Some(config) = configs.get_opt(&config_ref.name).await? else {
         let next = fail(format!("VRouterConfig {:?} not found", config_ref.name));
-        objects::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
+        status_writes::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
         return Ok(None);
     };
     let view = ConfigView {
         phase: config.status.as_ref().map(|s| s.phase).unwrap_or_default(),
         last_applied_time: config.status.as_ref().and_then(|s| s.last_applied_time.clone()),
-        paused: is_paused(&config),
+        paused: config.is_paused(),
         repair_off: !ctx.settings.drift_repair,
     };
     // Every write of this status (and of its ConfigMap) comes back as a
@@ -85,25 +92,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
     if let Some(wait) = decide::sync_wait(&current, &view, sync_interval(vrs), now) {
         return Ok(Some(wait));
     }
-    let targets: Api<VRouterTarget> = Api::namespaced(ctx.client.clone(), &namespace);
-    let read = async {
-        let target = targets
-            .get_opt(&config.spec.target_ref.name)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("VRouterTarget {:?} not found", config.spec.target_ref.name))?;
-        let provider = ctx.providers.for_target(&target).await.map_err(|e| e.to_string())?;
-        if !provider.is_vm_running().await.map_err(|e| e.to_string())? {
-            return Err("the VM is not running".to_owned());
-        }
-        provider.check_ready().await.map_err(|e| e.to_string())?;
-        let startup = provider
-            .read_file(&ctx.settings.config_boot_path)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok((startup, provider))
-    };
-    let (startup, provider) = match read.await {
+    let (startup, running) = match read_router(ctx, &config).await {
         Ok(read) => read,
         Err(why) => {
             ctx.metrics
@@ -114,7 +103,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
             // Synced=False and looked at again after syncInterval, without
             // the controller's error backoff.
             let next = fail(why);
-            objects::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
+            status_writes::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
             return Ok(None);
         }
     };
@@ -122,16 +111,6 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
         .drift_reads
         .get_or_create(&ResultLabels { result: "read" })
         .inc();
-    // The running config is for people to compare with the startup one;
-    // drift is decided on the startup config alone, so a router whose
-    // running config cannot be shown is still checked.
-    let running = match provider.read_command_output(&ctx.settings.running_config_command).await {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            tracing::warn!(status = %vrs.name_any(), %namespace, %error, "could not read the running config; storing it empty");
-            Vec::new()
-        }
-    };
     let reading = Reading {
         startup_hash: decide::config_hash(&startup),
         running_hash: if running.is_empty() {
@@ -142,12 +121,12 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
     };
     let mut sync = decide::on_read(&current, &view, &reading, now);
     sync.status.config_map_ref = store_configs(ctx, vrs, &startup, &running, &mut sync.status.message).await?;
-    objects::patch_status(&ctx.client, vrs, Some(&current), &sync.status).await?;
+    status_writes::patch_status(&ctx.client, vrs, Some(&current), &sync.status).await?;
     if sync.drift_started {
         ctx.metrics.drifts_detected.inc();
         ctx.event(
             vrs,
-            true,
+            EventType::Warning,
             reason::DRIFT_DETECTED,
             "the router's startup config differs from the last applied one".into(),
         )
@@ -159,6 +138,34 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
     Ok(None)
 }
 
+/// The router's startup and running configs, or why they could not be read.
+/// The running config is for people to compare with the startup one; drift
+/// is decided on the startup config alone, so a router whose running config
+/// cannot be shown is still checked (its running config stored empty).
+async fn read_router(ctx: &Context, config: &VRouterConfig) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let namespace = config.namespace().unwrap_or_default();
+    let target_name = &config.spec.target_ref.name;
+    let target = Api::<VRouterTarget>::namespaced(ctx.client.clone(), &namespace)
+        .get_opt(target_name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("VRouterTarget {target_name:?} not found"))?;
+    let provider = ctx.providers.for_target(&target).await.map_err(|e| e.to_string())?;
+    if !provider.is_vm_running().await.map_err(|e| e.to_string())? {
+        return Err("the VM is not running".to_owned());
+    }
+    provider.check_ready().await.map_err(|e| e.to_string())?;
+    let startup = provider.read_startup_config().await.map_err(|e| e.to_string())?;
+    let running = match provider.read_running_config().await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            tracing::warn!(config = %config.name_any(), %namespace, %error, "could not read the running config; storing it empty");
+            Vec::new()
+        }
+    };
+    Ok((startup, running))
+}
+
 /// Stores both configs in the ConfigMap; refuses (and says so in the
 /// message) rather than truncate configs too large for an object.
 async fn store_configs(
@@ -168,7 +175,7 @@ async fn store_configs(
     running: &[u8],
     message: &mut String,
 ) -> Result<String, Error> {
-    let name = config_map_name(&vrs.name_any());
+    let name = vrs.config_map_name();
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &vrs.namespace().unwrap_or_default());
     if let Some(refusal) = decide::too_large_to_store(startup.len(), running.len(), MAX_STORED_BYTES) {
         // An older, smaller copy would be taken for the current one.
@@ -187,14 +194,7 @@ async fn store_configs(
     let config_map = ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.clone()),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "vrouter.kojuro.date/v1".into(),
-                kind: "VRouterStatus".into(),
-                name: vrs.name_any(),
-                uid: vrs.uid().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: vrs.controller_ref().map(|owner| vec![owner]),
             ..Default::default()
         },
         data: Some(data),
@@ -205,8 +205,12 @@ async fn store_configs(
         cm.data == config_map.data && cm.metadata.owner_references == config_map.metadata.owner_references
     });
     if !unchanged {
-        api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&config_map))
-            .await?;
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&config_map),
+        )
+        .await?;
     }
     Ok(name)
 }
@@ -231,13 +235,8 @@ async fn reset_to_pending(ctx: &Context, config: &VRouterConfig) -> Result<(), E
         },
         Timestamp::now(),
     );
-    objects::patch_status(&ctx.client, config, Some(&current), &next).await?;
-    ctx.event(config, true, reason::DRIFT_DETECTED, next.message.clone())
+    status_writes::patch_status(&ctx.client, config, Some(&current), &next).await?;
+    ctx.event(config, EventType::Warning, reason::DRIFT_DETECTED, next.message.clone())
         .await;
     Ok(())
-}
-
-pub fn error_policy(_vrs: Arc<VRouterStatus>, error: &Error, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(%error, "VRouterStatus reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(10))
 }

@@ -1,53 +1,46 @@
 //! The VRouterTarget controller (spec §7.6): polls whether the target's VM
-//! runs and reports it in `status.vmRunning`, writing only on a change.
+//! runs and reports it in `status.vmRunning`, writing only on a change. A
+//! KubeVirt VM's start or stop is seen at once through its VMI's watch.
+
+mod reconcile;
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use kube::runtime::controller::Action;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::core::DynamicObject;
+use kube::runtime::{Controller, watcher};
 use vrouter_api::VRouterTarget;
 
 use crate::context::Context;
-use crate::objects;
+use crate::reconciler::{self, Scope, Shutdown};
 
-pub const CONTROLLER: &str = "vroutertarget";
+pub use reconcile::CONTROLLER;
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-}
-
-pub async fn reconcile(target: Arc<VRouterTarget>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let started = Instant::now();
-    let result = poll(&target, &ctx).await;
-    ctx.metrics.reconciled(CONTROLLER, started.elapsed(), result.is_err());
-    result?;
-    // The poll interval holds on every path: an unreachable provider is
-    // asked again at the next poll, not in a tight retry loop.
-    Ok(Action::requeue(ctx.settings.target_poll))
-}
-
-async fn poll(target: &VRouterTarget, ctx: &Context) -> Result<(), Error> {
-    let running = match ctx.providers.for_target(target).await {
-        Ok(provider) => provider.is_vm_running().await,
-        Err(e) => Err(e),
-    };
-    let running = match running {
-        Ok(running) => running,
-        Err(error) => {
-            // The last observed value stays; the error is in the log.
-            tracing::warn!(target = ?target.metadata.name, %error, "could not tell whether the VM runs");
-            return Ok(());
+/// Runs the VRouterTarget controller until `shutdown`. A VMI event polls
+/// the targets that name it at once, when this cluster serves KubeVirt.
+pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
+    let wc = watcher::Config::default();
+    let controller = Controller::new(scope.api::<VRouterTarget>(), wc.clone());
+    let controller = match vmi_resource(&scope.client).await {
+        Some(resource) => {
+            let targets = controller.store();
+            let vmis = match &scope.namespace {
+                Some(ns) => Api::<DynamicObject>::namespaced_with(scope.client.clone(), ns, &resource),
+                None => Api::<DynamicObject>::all_with(scope.client.clone(), &resource),
+            };
+            controller.watches_with(vmis, resource, wc, move |vmi| {
+                let state = targets.state();
+                targets_for_vmi(
+                    &vmi.namespace().unwrap_or_default(),
+                    &vmi.name_any(),
+                    state.iter().map(|t| &**t),
+                )
+            })
         }
+        None => controller,
     };
-    let current = target.status.clone().unwrap_or_default();
-    if current.vm_running != running {
-        let mut next = current.clone();
-        next.vm_running = running;
-        objects::patch_status(&ctx.client, target, Some(&current), &next).await?;
-    }
-    Ok(())
+    reconciler::run::<reconcile::TargetReconciler>(controller, ctx, shutdown).await;
 }
 
 /// The KubeVirt VirtualMachineInstance resource, when this cluster serves
@@ -79,11 +72,6 @@ pub fn targets_for_vmi<'a>(
         })
         .map(kube::runtime::reflector::ObjectRef::from_obj)
         .collect()
-}
-
-pub fn error_policy(_target: Arc<VRouterTarget>, error: &Error, ctx: Arc<Context>) -> Action {
-    tracing::warn!(%error, "VRouterTarget reconcile failed");
-    Action::requeue(ctx.settings.target_poll)
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! Validating admission webhooks (spec §6): `rules` checks an object on its
-//! own, `references` asks the API server about what it references, `review`
-//! answers an AdmissionReview, `server` serves them over TLS.
+//! Validating admission webhooks (spec §6): the object rules themselves are
+//! `vrouter_api::validate`; `references` asks the API server about what an
+//! object references, `review` answers an AdmissionReview with both, and
+//! `server` serves them over TLS.
 
 pub mod references;
 pub mod review;
-pub mod rules;
 pub mod server;

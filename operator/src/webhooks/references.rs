@@ -6,11 +6,12 @@
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
+use vrouter_api::manifest::Manifest;
+use vrouter_api::validate::Violation;
 use vrouter_api::{
-    NameRef, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate,
+    NameRef, ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget,
+    VRouterTemplate,
 };
-
-use super::rules::Violation;
 
 /// Bindings and configs that still point at the target `name` in `namespace`.
 /// Objects already being deleted still count: their finalizer may yet run a
@@ -135,24 +136,35 @@ where
     }
 }
 
+/// Every reference of `object` that names no existing object, one
+/// violation each. Kinds that reference nothing have none.
+pub async fn missing(client: &Client, object: &Manifest) -> Vec<Violation> {
+    match object {
+        Manifest::Binding(b) => binding_references(client, b).await,
+        Manifest::Config(c) => config_references(client, c).await,
+        Manifest::Status(s) => status_references(client, s).await,
+        _ => Vec::new(),
+    }
+}
+
 /// Missing references of a binding, one violation per missing object.
-pub async fn binding_references(client: &Client, b: &VRouterBinding) -> Vec<Violation> {
+async fn binding_references(client: &Client, b: &VRouterBinding) -> Vec<Violation> {
     let namespace = b.metadata.namespace.as_deref().unwrap_or("");
-    let all = crate::vrouterbinding::plan::references(b);
-    let of = |prefix: &str| -> Vec<(String, &NameRef)> {
+    let all = b.references();
+    let of = |kind: ReferencedKind| -> Vec<(String, &NameRef)> {
         all.iter()
-            .filter(|(field, _)| field.starts_with(prefix))
-            .map(|(field, r)| (field.clone(), *r))
+            .filter(|r| r.kind == kind)
+            .map(|r| (r.field.clone(), r.name_ref))
             .collect()
     };
     let mut out = Vec::new();
-    check_exist::<VRouterTemplate>(client, namespace, &of("spec.templateRef"), &mut out).await;
-    check_exist::<VRouterParams>(client, namespace, &of("spec.paramsRefs"), &mut out).await;
-    check_exist::<VRouterTarget>(client, namespace, &of("spec.targetRefs"), &mut out).await;
+    check_exist::<VRouterTemplate>(client, namespace, &of(ReferencedKind::Template), &mut out).await;
+    check_exist::<VRouterParams>(client, namespace, &of(ReferencedKind::Params), &mut out).await;
+    check_exist::<VRouterTarget>(client, namespace, &of(ReferencedKind::Target), &mut out).await;
     out
 }
 
-pub async fn config_references(client: &Client, c: &VRouterConfig) -> Vec<Violation> {
+async fn config_references(client: &Client, c: &VRouterConfig) -> Vec<Violation> {
     let namespace = c.metadata.namespace.as_deref().unwrap_or("");
     let mut out = Vec::new();
     let refs = [("spec.targetRef".to_owned(), &c.spec.target_ref)];
@@ -160,7 +172,7 @@ pub async fn config_references(client: &Client, c: &VRouterConfig) -> Vec<Violat
     out
 }
 
-pub async fn status_references(client: &Client, s: &VRouterStatus) -> Vec<Violation> {
+async fn status_references(client: &Client, s: &VRouterStatus) -> Vec<Violation> {
     let namespace = s.metadata.namespace.as_deref().unwrap_or("");
     let mut out = Vec::new();
     let refs = [("spec.configRef".to_owned(), &s.spec.config_ref)];

@@ -7,11 +7,11 @@ use kube::Client;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde::de::DeserializeOwned;
-use vrouter_api::{ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget, VRouterTemplate};
-use vrouter_render::{TemplateEngine, TemplateKind};
+use vrouter_api::manifest::Manifest;
+use vrouter_api::validate::{self, Findings, Violation};
+use vrouter_render::TemplateEngine;
 
 use super::references;
-use super::rules::{self, Findings, Violation};
 use crate::metrics::{Metrics, WebhookLabels};
 
 /// What the webhook needs to answer reviews.
@@ -29,61 +29,24 @@ fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, String> {
     serde_path_to_error::deserialize(value).map_err(|e| format!("{}: {}", e.path(), e.inner()))
 }
 
-fn template_findings(engine: &TemplateEngine, t: &VRouterTemplate) -> Findings {
-    let mut findings = Findings::default();
-    let name = t.metadata.name.as_deref().unwrap_or("");
-    let parts = [
-        ("spec.config", TemplateKind::Config, &t.spec.config),
-        ("spec.commands", TemplateKind::Commands, &t.spec.commands),
-    ];
-    for (field, kind, source) in parts {
-        if source.is_empty() {
-            continue;
-        }
-        // `review` parses as `check` does and also reports every `| safe`
-        // opt-out, which admission passes on as a warning to the author.
-        match engine.review(name, kind, source) {
-            Ok(warnings) => findings.warnings.extend(warnings.into_iter().map(|w| Violation {
-                field: field.to_owned(),
-                message: w.to_string(),
-            })),
-            Err(error) => findings.denials.push(Violation {
-                field: field.to_owned(),
-                message: error.to_string(),
-            }),
-        }
-    }
-    findings
-}
-
 impl Admission {
-    /// Findings for a create or update of `object` of kind `kind`.
+    /// Findings for a create or update of `object` of kind `kind`: the
+    /// object's own rules, then whether what it references exists.
     async fn validate(&self, kind: &str, object: &DynamicObject) -> Result<Findings, String> {
-        let mut findings = match kind {
-            "VRouterTarget" => rules::target(&typed::<VRouterTarget>(object)?),
-            "VRouterConfig" => {
-                let c: VRouterConfig = typed(object)?;
-                let mut f = rules::config(&c);
-                f.denials.extend(references::config_references(&self.client, &c).await);
-                f
-            }
-            "VRouterBinding" => {
-                let b: VRouterBinding = typed(object)?;
-                let mut f = rules::binding(&b);
-                f.denials.extend(references::binding_references(&self.client, &b).await);
-                f
-            }
-            "VRouterStatus" => {
-                let s: VRouterStatus = typed(object)?;
-                let mut f = rules::status(&s);
-                f.denials.extend(references::status_references(&self.client, &s).await);
-                f
-            }
-            "ProxmoxCluster" => rules::proxmox_cluster(&typed::<ProxmoxCluster>(object)?),
-            "VRouterTemplate" => template_findings(&self.templates, &typed::<VRouterTemplate>(object)?),
+        let manifest = match kind {
+            "VRouterTarget" => Manifest::Target(typed(object)?),
+            "VRouterConfig" => Manifest::Config(typed(object)?),
+            "VRouterBinding" => Manifest::Binding(typed(object)?),
+            "VRouterStatus" => Manifest::Status(typed(object)?),
+            "ProxmoxCluster" => Manifest::ProxmoxCluster(typed(object)?),
+            "VRouterTemplate" => Manifest::Template(typed(object)?),
             // VRouterParams: a schemaless block has nothing to check on write.
-            _ => Findings::default(),
+            _ => return Ok(Findings::default()),
         };
+        let mut findings = validate::manifest(&manifest, &self.templates);
+        findings
+            .denials
+            .extend(references::missing(&self.client, &manifest).await);
         findings.denials.dedup();
         Ok(findings)
     }
@@ -109,7 +72,7 @@ impl Admission {
             }
             Operation::Create | Operation::Update => {
                 let object = req.object.as_ref().ok_or("the review carries no object")?;
-                if req.operation == Operation::Update && rules::skip_for_deletion(&object.metadata) {
+                if req.operation == Operation::Update && validate::skip_for_deletion(&object.metadata) {
                     return Ok(Findings::default());
                 }
                 self.validate(kind, object).await

@@ -9,7 +9,7 @@ pub mod shipped_rbac;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use vrouter_api::{Phase, VRouterConfig, VRouterTarget};
 use vrouter_operator::context::{Context, Providers, Settings};
+use vrouter_operator::controllers;
 use vrouter_operator::metrics::Metrics;
-use vrouter_operator::run;
 use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::guest::GuestSandbox;
@@ -48,7 +48,6 @@ impl Providers for SandboxedProviders {
         let factory = FactoryContext {
             client: Some(self.client.clone()),
             guest_paths: self.paths.get(&name).cloned().unwrap_or_default(),
-            guest_timing: vrouter_operator::context::guest_timing(),
             ..FactoryContext::default()
         };
         build_provider(target, &self.lookup, &factory).await
@@ -71,21 +70,43 @@ pub struct Site {
     pub providers: Arc<dyn Providers>,
 }
 
-pub async fn create<K>(ns: &TestNamespace, body: Value) -> K
-where
+/// A namespaced kind a test creates from JSON.
+pub trait Namespaced:
+    kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + std::fmt::Debug
+{
+}
+
+impl<K> Namespaced for K where
     K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
         + Clone
         + DeserializeOwned
         + Serialize
-        + std::fmt::Debug,
+        + std::fmt::Debug
 {
+}
+
+/// Creates `body` (apiVersion and kind filled in for our kinds) in `ns`.
+pub async fn create<K: Namespaced>(ns: &TestNamespace, body: Value) -> K {
+    try_create(ns, body).await.unwrap()
+}
+
+/// [`create`], returning the API server's refusal (an admission denial) as
+/// its message.
+pub async fn try_create<K: Namespaced>(ns: &TestNamespace, body: Value) -> Result<K, String> {
     let mut body = body;
     if body.get("apiVersion").is_none() {
         body["apiVersion"] = json!("vrouter.kojuro.date/v1");
         body["kind"] = json!(K::kind(&()));
     }
     let object: K = serde_json::from_value(body).unwrap();
-    ns.api::<K>().create(&PostParams::default(), &object).await.unwrap()
+    ns.api::<K>()
+        .create(&PostParams::default(), &object)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 pub async fn site(hint: &str, targets: &[&str], settings: Settings) -> Site {
@@ -155,16 +176,6 @@ async fn build_site(
         .await;
         routers.insert(name.to_string(), Router { agent, sandbox });
     }
-    // Drift tests read config.boot and the running config from the (single)
-    // router's sandbox.
-    let mut settings = settings;
-    if settings.config_boot_path.is_empty()
-        && let Some(first) = targets.first()
-    {
-        let sandbox = &routers[*first].sandbox;
-        settings.config_boot_path = sandbox.put_file("config.boot", b"");
-        settings.running_config_command = sandbox.show_config_command();
-    }
     let providers: Arc<dyn Providers> = Arc::new(SandboxedProviders {
         client: operator_client.clone(),
         lookup: KubeLookup::new(operator_client.clone()),
@@ -195,7 +206,7 @@ async fn build_site(
 /// sender is dropped or set.
 pub fn start_controllers(ctx: &Arc<Context>, namespace: &str) -> watch::Sender<bool> {
     let (stop, mut stopped) = watch::channel(false);
-    tokio::spawn(run::controllers(ctx.clone(), Some(namespace.to_owned()), async move {
+    tokio::spawn(controllers::run(ctx.clone(), Some(namespace.to_owned()), async move {
         let _ = stopped.wait_for(|s| *s).await;
     }));
     stop
@@ -203,19 +214,14 @@ pub fn start_controllers(ctx: &Arc<Context>, namespace: &str) -> watch::Sender<b
 
 /// Polls `check` until it returns `Some`, for at most `limit`: the
 /// equivalent of `kubectl wait`.
-pub async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+pub async fn wait_for<T, F, Fut>(what: &str, limit: Duration, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    vrouter_test_peers::eventually(limit, check)
+        .await
+        .unwrap_or_else(|| panic!("timed out waiting for {what}"))
 }
 
 pub fn condition(

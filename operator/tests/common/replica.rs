@@ -7,9 +7,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use vrouter_api::{Phase, VRouterConfig};
 use vrouter_operator::context::{Context, Settings};
+use vrouter_operator::controllers::{self, Ended};
 use vrouter_operator::leader::{self, Candidate, Election};
 use vrouter_operator::metrics::{ControllerLabels, Metrics};
-use vrouter_operator::run::{self, Ended};
 use vrouter_test_apiserver::TestEnv;
 
 use super::{Site, final_phase};
@@ -45,7 +45,8 @@ pub async fn replica_on(site: &Site, identity: &str, lease_name: &str) -> Replic
     let renewal = candidate.renewal.abort_handle();
     let (stop, stopping) = watch::channel(false);
     let namespace = site.ns.name().to_owned();
-    let task = tokio::spawn(async move { run::lead(ctx, Some(&mut candidate), Some(namespace), stopping).await });
+    let task =
+        tokio::spawn(async move { controllers::lead(ctx, Some(&mut candidate), Some(namespace), stopping).await });
     Replica {
         metrics,
         task,

@@ -17,6 +17,7 @@ use tonic::transport::Channel;
 use vrouter_api::{DaemonConfig, ProviderType};
 
 use crate::error::ProviderError;
+use crate::guest::GuestPaths;
 use crate::provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};
 use proto::control_service_client::ControlServiceClient;
 pub use registry::ExecRegistry;
@@ -240,6 +241,20 @@ impl Provider for DaemonProvider {
                 argv.join(" ")
             ),
         })
+    }
+
+    async fn read_startup_config(&self) -> Result<Vec<u8>, ProviderError> {
+        self.read_file(&GuestPaths::default().config_boot).await
+    }
+
+    async fn read_running_config(&self) -> Result<Vec<u8>, ProviderError> {
+        self.read_command_output(&GuestPaths::default().running_config).await
+    }
+
+    async fn guest_uptime(&self) -> Result<Duration, ProviderError> {
+        self.read_file(&GuestPaths::default().uptime)
+            .await
+            .map(|_| Duration::ZERO)
     }
 }
 

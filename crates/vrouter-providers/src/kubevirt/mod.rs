@@ -346,4 +346,16 @@ impl Provider for KubeVirtProvider {
     async fn read_command_output(&self, argv: &[String]) -> Result<Vec<u8>, ProviderError> {
         guest::read_command_output(self, argv, self.timing).await
     }
+
+    async fn read_startup_config(&self) -> Result<Vec<u8>, ProviderError> {
+        guest::read_startup_config(self, &self.paths).await
+    }
+
+    async fn read_running_config(&self) -> Result<Vec<u8>, ProviderError> {
+        guest::read_running_config(self, &self.paths, self.timing).await
+    }
+
+    async fn guest_uptime(&self) -> Result<Duration, ProviderError> {
+        guest::guest_uptime(self, &self.paths).await
+    }
 }

@@ -282,7 +282,10 @@ mod tests {
             Reply::Error(e) => {
                 assert_eq!(e.class, None);
                 assert!(e.desc.ends_with("Invalid parameter 'pid'"), "{}", e.desc);
-                assert!(vrouter_qga::is_unknown_pid(vrouter_qga::names::EXEC_STATUS, &e));
+                assert!(vrouter_qga::is_unknown_pid(
+                    vrouter_qga::command::names::EXEC_STATUS,
+                    &e
+                ));
             }
             other => panic!("{other:?}"),
         }

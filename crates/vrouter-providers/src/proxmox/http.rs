@@ -47,6 +47,12 @@ impl ApiToken {
         &self.id
     }
 
+    /// `text` with the token's id and secret replaced, for a message built
+    /// by a server or library that may have echoed the request.
+    pub fn redact(&self, text: &str) -> String {
+        redact(text, &[&self.id, &self.secret])
+    }
+
     fn header(&self) -> HeaderValue {
         let mut value = HeaderValue::from_str(&format!("PVEAPIToken={}={}", self.id, self.secret))
             .unwrap_or_else(|_| HeaderValue::from_static("PVEAPIToken=invalid"));
@@ -62,6 +68,16 @@ impl std::fmt::Debug for ApiToken {
             .field("secret", &"<redacted>")
             .finish()
     }
+}
+
+/// `message` with every occurrence of each secret replaced, so an error a
+/// server or library built from the request never carries a credential
+/// into a condition or a log.
+pub fn redact(message: &str, secrets: &[&str]) -> String {
+    secrets
+        .iter()
+        .filter(|s| !s.is_empty())
+        .fold(message.to_owned(), |m, s| m.replace(s, "<redacted>"))
 }
 
 /// The characters a token id or secret may not contain: they would break the
@@ -325,6 +341,18 @@ fn strip_query(path: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_message_never_carries_the_token() {
+        let message = "401 for PVEAPIToken=op@pve!t=s3cret-value";
+        assert_eq!(
+            redact(message, &["s3cret-value", ""]),
+            "401 for PVEAPIToken=op@pve!t=<redacted>"
+        );
+        assert_eq!(redact("plain", &["s3cret-value"]), "plain");
+        let token = ApiToken::new("op@pve!t", "s3cret-value");
+        assert_eq!(token.redact(message), "401 for PVEAPIToken=<redacted>=<redacted>");
+    }
 
     #[test]
     fn endpoints_parse_and_refuse_plaintext() {

@@ -20,9 +20,9 @@ use crate::error::ProviderError;
 use crate::guest::{self, GuestAgent, GuestPaths, GuestTiming};
 use crate::provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};
 use api::ErrorKind;
-pub use http::ApiToken;
 pub(crate) use http::token_part_is_valid;
 use http::{Answer, Client, Endpoint, Timeouts};
+pub use http::{ApiToken, redact};
 
 /// Everything needed to reach one VM on one Proxmox cluster.
 #[derive(Clone, Debug)]
@@ -71,6 +71,8 @@ pub struct ClusterVm {
 #[derive(Debug)]
 pub struct ClusterClient {
     client: Client,
+    /// Kept to take the token out of any message a server sends back.
+    token: ApiToken,
 }
 
 impl ClusterClient {
@@ -96,6 +98,7 @@ impl ClusterClient {
         let tls =
             tls::client_config(insecure_skip_tls_verify).map_err(|e| invalid(format!("TLS configuration: {e}")))?;
         Ok(ClusterClient {
+            token: token.clone(),
             client: Client::new(
                 endpoints,
                 token,
@@ -108,8 +111,22 @@ impl ClusterClient {
         })
     }
 
-    /// Every QEMU VM of the cluster with its node and uptime.
+    /// Every QEMU VM of the cluster with its node and uptime. An error whose
+    /// text would show the token (a server that echoed the request) comes
+    /// back with the token redacted.
     pub async fn vms(&self) -> Result<Vec<ClusterVm>, ProviderError> {
+        self.list_vms().await.map_err(|error| {
+            let text = error.to_string();
+            let redacted = self.token.redact(&text);
+            if redacted == text {
+                error
+            } else {
+                ProviderError::protocol("the Proxmox VE API", redacted)
+            }
+        })
+    }
+
+    async fn list_vms(&self) -> Result<Vec<ClusterVm>, ProviderError> {
         let path = "/api2/json/cluster/resources?type=vm";
         let answer = self.client.send(Method::GET, path, None, true).await?;
         if !answer.status.is_success() {
@@ -335,23 +352,6 @@ impl ProxmoxProvider {
         }
     }
 
-    /// The guest's own uptime from `/proc/uptime`, for reboots that keep the
-    /// QEMU process (spec §7.3 `checkGuestUptime`). Waits for the `cat` at
-    /// most `GuestTiming::command_timeout`.
-    pub async fn guest_uptime(&self) -> Result<Duration, ProviderError> {
-        let argv = ["cat".to_string(), "/proc/uptime".to_string()];
-        let outcome = guest::run_to_exit(self, &argv, self.timing).await?;
-        if outcome.exit_code != 0 {
-            return Err(ProviderError::GuestCommand {
-                command: argv.join(" "),
-                exit_code: outcome.exit_code,
-                stderr: outcome.stderr.trim().to_string(),
-            });
-        }
-        guest::parse_proc_uptime(&outcome.stdout)
-            .ok_or_else(|| ProviderError::protocol(self.vm_name(), format!("/proc/uptime reads {:?}", outcome.stdout)))
-    }
-
     async fn write_one(&self, path: &str, content: &[u8]) -> Result<(), ProviderError> {
         // encode=0 with our own base64: Proxmox's own encoding would re-encode
         // the JSON text (wide characters break it) and shrink the payload limit.
@@ -401,7 +401,7 @@ impl GuestAgent for ProxmoxProvider {
             Ok(data) => data,
             Err(ProviderError::Agent { desc, .. })
                 if vrouter_qga::is_unknown_pid(
-                    vrouter_qga::names::EXEC_STATUS,
+                    vrouter_qga::command::names::EXEC_STATUS,
                     &vrouter_qga::AgentError::without_class(desc.clone()),
                 ) =>
             {
@@ -539,5 +539,17 @@ impl Provider for ProxmoxProvider {
 
     async fn read_command_output(&self, argv: &[String]) -> Result<Vec<u8>, ProviderError> {
         guest::read_command_output(self, argv, self.timing).await
+    }
+
+    async fn read_startup_config(&self) -> Result<Vec<u8>, ProviderError> {
+        guest::read_startup_config(self, &self.paths).await
+    }
+
+    async fn read_running_config(&self) -> Result<Vec<u8>, ProviderError> {
+        guest::read_running_config(self, &self.paths, self.timing).await
+    }
+
+    async fn guest_uptime(&self) -> Result<Duration, ProviderError> {
+        guest::guest_uptime(self, &self.paths).await
     }
 }

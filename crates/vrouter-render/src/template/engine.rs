@@ -280,7 +280,7 @@ impl std::fmt::Debug for PreparedTemplates {
 }
 
 impl PreparedTemplates {
-    /// Renders every template against `params`; see [`crate::render_binding`] for
+    /// Renders every template against `params`; see [`crate::render_templates`] for
     /// how the outputs are joined.
     pub fn render(&self, params: &Value) -> Result<RenderedConfig, TemplateError> {
         if !params.is_object() {

@@ -7,7 +7,7 @@
 use serde_json::Value;
 use vrouter_render::go_template::convert;
 use vrouter_render::testing::BashHarness;
-use vrouter_render::{TemplateKind, TemplateSource, render_apply_script, render_binding};
+use vrouter_render::{TemplateKind, TemplateSource, render_apply_script, render_templates};
 
 use super::vyos_config::parse_vyos1x;
 
@@ -66,7 +66,7 @@ pub fn ours(name: &str, kind: TemplateKind, go_source: &str, params: &Value) -> 
             commands: &converted.tera,
         },
     };
-    let rendered = render_binding(&[source], params).map_err(|e| format!("render of\n{}\n: {e}", converted.tera))?;
+    let rendered = render_templates(&[source], params).map_err(|e| format!("render of\n{}\n: {e}", converted.tera))?;
     Ok(match kind {
         TemplateKind::Config => rendered.config,
         TemplateKind::Commands => rendered.commands,

@@ -19,7 +19,28 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use vrouter_render::testing::{BashHarness, ScriptRun};
-use vrouter_render::{TemplateError, TemplateSource, render_apply_script, render_binding};
+use vrouter_render::{TemplateError, TemplateKind, TemplateSource, render_apply_script, render_templates};
+
+/// Renders one template, named `t`, whose `kind` part is `source` (the
+/// other part empty), and returns that part.
+pub fn render_one(kind: TemplateKind, source: &str, params: &Value) -> Result<String, TemplateError> {
+    let (config, commands) = match kind {
+        TemplateKind::Config => (source, ""),
+        TemplateKind::Commands => ("", source),
+    };
+    let rendered = render_templates(
+        &[TemplateSource {
+            name: "t",
+            config,
+            commands,
+        }],
+        params,
+    )?;
+    Ok(match kind {
+        TemplateKind::Config => rendered.config,
+        TemplateKind::Commands => rendered.commands,
+    })
+}
 
 /// How many string leaves [`params`] fills.
 pub const LEAVES: usize = 13;
@@ -81,7 +102,7 @@ pub fn observe(
     templates: &[TemplateSource<'_>],
     params: &Value,
 ) -> Result<Observed, TemplateError> {
-    let rendered = render_binding(templates, params)?;
+    let rendered = render_templates(templates, params)?;
     let script = render_apply_script(&rendered.config, &rendered.commands, true).expect("no NUL gets past rendering");
     let run = harness.run(&script).expect("bash harness");
     Ok(Observed {

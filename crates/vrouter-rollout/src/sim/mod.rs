@@ -45,6 +45,17 @@ use crate::ready::Ready;
 use crate::walk::{Rollout, decide};
 use invariants::{Before, Oracle};
 
+/// `seconds` after the simulator's start, 2026-07-16T00:00:00Z: how tests
+/// write times.
+pub fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_784_160_000 + seconds).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// `seconds` as a duration, as tests write intervals.
+pub fn secs(seconds: u64) -> Duration {
+    Duration::from_secs(seconds)
+}
+
 /// A render: two targets hold the same config exactly when their specs are
 /// equal numbers.
 pub type Spec = u64;
@@ -71,7 +82,7 @@ impl Settings {
         Settings {
             binding: binding.to_owned(),
             policy,
-            start: Timestamp::from_second(1_784_160_000).unwrap_or(Timestamp::UNIX_EPOCH),
+            start: at(0),
             dispatch_delay: Duration::from_secs(1),
             apply_timeout: Duration::from_secs(120),
             behavior: Behavior::Succeed {

@@ -3,23 +3,14 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
-use std::time::Duration;
-
 use vrouter_rollout::{
     AppliedCondition, ConditionStatus, Decision, ExistingConfig, Frontier, Phase, Policy, Rollout, RolloutError,
-    Target, Timestamp, decide,
+    Target, decide,
 };
 
 pub const BINDING: &str = "mybinding";
 
-/// `start + seconds`; the start is 2026-07-16T00:00:00Z.
-pub fn at(seconds: i64) -> Timestamp {
-    Timestamp::from_second(1_784_160_000 + seconds).unwrap()
-}
-
-pub fn secs(seconds: u64) -> Duration {
-    Duration::from_secs(seconds)
-}
+pub use vrouter_rollout::sim::{at, secs};
 
 pub fn wait_for_applied(poll: u64, soak: u64) -> Policy {
     Policy::WaitForApplied {

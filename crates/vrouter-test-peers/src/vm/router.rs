@@ -166,7 +166,8 @@ impl<T: Transport> RouterView<T> {
 
     /// Seconds since the guest kernel booted.
     pub async fn uptime(&self) -> Result<Duration, QgaError> {
-        let text = String::from_utf8_lossy(&self.agent.read_file("/proc/uptime").await?).into_owned();
+        let text = String::from_utf8_lossy(&self.agent.read_file(vrouter_qga::constants::PROC_UPTIME_PATH).await?)
+            .into_owned();
         vrouter_providers::parse_proc_uptime(&text)
             .ok_or_else(|| QgaError::InvalidArgument(format!("unreadable /proc/uptime: {text:?}")))
     }

@@ -1,19 +1,26 @@
-//! The admission rules of spec §6.2 that need nothing but the object itself.
-//! Reference existence and delete protection need the API server and live in
-//! `references`; template syntax uses the rendering engine.
+//! The object rules of spec §6.2 that need nothing but the object itself:
+//! the one place they are written. The admission webhook, `vrouter-operator
+//! render`, the provider factory and the binding controller all call them,
+//! so an object the webhook admits is one the controllers accept, and a
+//! manifest `render` accepts is one the webhook admits.
 //!
-//! Every rule reports the field it concerns, and all violations are reported
-//! at once, so one round trip tells the user everything that is wrong.
+//! Reference existence and delete protection need the API server and live
+//! in the operator's webhook. Every rule reports the field it concerns, and
+//! all violations are reported at once, so one round trip tells the user
+//! everything that is wrong.
 
 use std::collections::HashMap;
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use vrouter_api::{
-    NameRef, ProviderType, ProxmoxCluster, RolloutMode, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget,
-};
+use vrouter_render::{TemplateEngine, TemplateKind};
 
-use crate::vrouterbinding::plan::config_name;
+use crate::manifest::Manifest;
+use crate::target::SelectedProvider;
+use crate::{
+    NameRef, ProviderType, ProxmoxCluster, RolloutMode, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget,
+    VRouterTemplate,
+};
 
 /// One thing wrong with an object, located by field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,14 +44,14 @@ pub struct Findings {
 }
 
 impl Findings {
-    fn deny(&mut self, field: impl Into<String>, message: impl Into<String>) {
+    pub fn deny(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.denials.push(Violation {
             field: field.into(),
             message: message.into(),
         });
     }
 
-    fn warn(&mut self, field: impl Into<String>, message: impl Into<String>) {
+    pub fn warn(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.warnings.push(Violation {
             field: field.into(),
             message: message.into(),
@@ -75,8 +82,17 @@ pub fn skip_for_deletion(new: &ObjectMeta) -> bool {
 /// Kubernetes object names are DNS subdomains of at most 253 characters.
 const MAX_NAME_LEN: usize = 253;
 
+/// Proxmox VE allots VMIDs in this range; the CRD schema says the same, and
+/// this rule covers manifests that never meet the API server (`render`).
+const VMID_RANGE: std::ops::RangeInclusive<i64> = 100..=999_999_999;
+
+/// Empty or only white space: no name, address or id is that.
+fn blank(value: &str) -> bool {
+    value.trim().is_empty()
+}
+
 fn check_ref(findings: &mut Findings, field: &str, r: &NameRef, own_namespace: &str) {
-    if r.name.is_empty() {
+    if blank(&r.name) {
         findings.deny(format!("{field}.name"), "must not be empty");
     }
     if r.crosses_namespace(own_namespace) {
@@ -95,66 +111,78 @@ fn namespace_of(meta: &ObjectMeta) -> &str {
     meta.namespace.as_deref().unwrap_or("")
 }
 
+/// The rules of a VRouterTarget: the block its provider type selects is
+/// present and complete; a block of another provider is only a warning.
 pub fn target(t: &VRouterTarget) -> Findings {
     let mut f = Findings::default();
     let ns = namespace_of(&t.metadata);
     let p = &t.spec.provider;
-    match p.type_ {
-        ProviderType::KubeVirt => match &p.kubevirt {
-            None => f.deny(
-                "spec.provider.kubevirt",
-                "must be set when spec.provider.type is kubevirt",
-            ),
-            Some(kv) if kv.name.is_empty() => f.deny("spec.provider.kubevirt.name", "must not be empty"),
-            Some(kv) => {
-                if let Some(kc) = &kv.kubeconfig {
-                    if kc.secret_ref.name.is_empty() {
-                        f.deny("spec.provider.kubevirt.kubeconfig.secretRef.name", "must not be empty");
-                    }
-                    if kc.secret_ref.key.is_empty() {
-                        f.deny("spec.provider.kubevirt.kubeconfig.secretRef.key", "must not be empty");
-                    }
+    match p.selected() {
+        None => f.deny(
+            format!("spec.provider.{}", block_name(p.type_)),
+            format!("must be set when spec.provider.type is {}", p.type_.as_str()),
+        ),
+        Some(SelectedProvider::KubeVirt(kv)) => {
+            if blank(&kv.name) {
+                f.deny("spec.provider.kubevirt.name", "must not be empty");
+            }
+            if let Some(kc) = &kv.kubeconfig {
+                if blank(&kc.secret_ref.name) {
+                    f.deny("spec.provider.kubevirt.kubeconfig.secretRef.name", "must not be empty");
+                }
+                if blank(&kc.secret_ref.key) {
+                    f.deny("spec.provider.kubevirt.kubeconfig.secretRef.key", "must not be empty");
                 }
             }
-        },
-        ProviderType::Proxmox => match &p.proxmox {
-            None => f.deny(
-                "spec.provider.proxmox",
-                "must be set when spec.provider.type is proxmox",
-            ),
-            Some(px) => check_ref(&mut f, "spec.provider.proxmox.clusterRef", &px.cluster_ref, ns),
-        },
-        ProviderType::VRouterDaemon => match &p.daemon {
-            None => f.deny(
-                "spec.provider.daemon",
-                "must be set when spec.provider.type is vrouter-daemon",
-            ),
-            Some(d) => {
-                if d.address.is_empty() {
-                    f.deny("spec.provider.daemon.address", "must not be empty");
-                }
-                if d.agent_id.is_empty() {
-                    f.deny("spec.provider.daemon.agentID", "must not be empty");
-                }
+        }
+        Some(SelectedProvider::Proxmox(px)) => {
+            if !VMID_RANGE.contains(&px.vmid) {
+                f.deny(
+                    "spec.provider.proxmox.vmid",
+                    format!(
+                        "must be between {} and {} (Proxmox VE's VMID range), got {}",
+                        VMID_RANGE.start(),
+                        VMID_RANGE.end(),
+                        px.vmid
+                    ),
+                );
             }
-        },
+            check_ref(&mut f, "spec.provider.proxmox.clusterRef", &px.cluster_ref, ns);
+        }
+        Some(SelectedProvider::Daemon(d)) => {
+            if blank(&d.address) {
+                f.deny("spec.provider.daemon.address", "must not be empty");
+            }
+            if blank(&d.agent_id) {
+                f.deny("spec.provider.daemon.agentID", "must not be empty");
+            }
+        }
     }
     // A block for another provider is ignored; say so, since it usually
     // means the type was forgotten.
     let blocks = [
-        (ProviderType::KubeVirt, p.kubevirt.is_some(), "kubevirt"),
-        (ProviderType::Proxmox, p.proxmox.is_some(), "proxmox"),
-        (ProviderType::VRouterDaemon, p.daemon.is_some(), "daemon"),
+        (ProviderType::KubeVirt, p.kubevirt.is_some()),
+        (ProviderType::Proxmox, p.proxmox.is_some()),
+        (ProviderType::VRouterDaemon, p.daemon.is_some()),
     ];
-    for (type_, present, block) in blocks {
+    for (type_, present) in blocks {
         if present && type_ != p.type_ {
             f.warn(
-                format!("spec.provider.{block}"),
+                format!("spec.provider.{}", block_name(type_)),
                 format!("is ignored because spec.provider.type is {}", p.type_.as_str()),
             );
         }
     }
     f
+}
+
+/// The field of `spec.provider` that configures a provider type.
+fn block_name(type_: ProviderType) -> &'static str {
+    match type_ {
+        ProviderType::KubeVirt => "kubevirt",
+        ProviderType::Proxmox => "proxmox",
+        ProviderType::VRouterDaemon => "daemon",
+    }
 }
 
 pub fn config(c: &VRouterConfig) -> Findings {
@@ -191,12 +219,11 @@ pub fn binding(b: &VRouterBinding) -> Findings {
             "is deprecated; list the template first in spec.templateRefs instead",
         );
     }
-    for (field, r) in crate::vrouterbinding::plan::references(b) {
-        check_ref(&mut f, &field, r, ns);
+    for r in b.references() {
+        check_ref(&mut f, &r.field, r.name_ref, ns);
     }
     // Two entries for one target would generate two configs with one name.
     let mut seen: HashMap<&str, usize> = HashMap::new();
-    let binding_name = b.metadata.name.as_deref().unwrap_or("");
     for (i, r) in spec.target_refs.iter().enumerate() {
         if let Some(first) = seen.insert(r.name.as_str(), i) {
             f.deny(
@@ -204,7 +231,7 @@ pub fn binding(b: &VRouterBinding) -> Findings {
                 format!("duplicates spec.targetRefs[{first}] ({:?})", r.name),
             );
         }
-        let generated = config_name(binding_name, &r.name);
+        let generated = b.config_name(&r.name);
         if generated.len() > MAX_NAME_LEN {
             f.deny(
                 format!("spec.targetRefs[{i}].name"),
@@ -267,7 +294,7 @@ pub fn proxmox_cluster(p: &ProxmoxCluster) -> Findings {
             "must be greater than zero (a zero interval would poll the Proxmox API continuously)",
         );
     }
-    if p.spec.credentials_ref.name.is_empty() {
+    if blank(&p.spec.credentials_ref.name) {
         f.deny("spec.credentialsRef.name", "must not be empty");
     }
     if p.spec.insecure_skip_tls_verify {
@@ -279,6 +306,76 @@ pub fn proxmox_cluster(p: &ProxmoxCluster) -> Findings {
     f
 }
 
+/// The rules of a VRouterTemplate: `config` and `commands` parse with the
+/// engine the controllers render with, so a template admitted here never
+/// fails to parse at reconcile. Every `| safe` (escaping turned off) is a
+/// warning to the author.
+pub fn template(t: &VRouterTemplate, engine: &TemplateEngine) -> Findings {
+    let mut findings = Findings::default();
+    let name = t.metadata.name.as_deref().unwrap_or("");
+    let parts = [
+        ("spec.config", TemplateKind::Config, &t.spec.config),
+        ("spec.commands", TemplateKind::Commands, &t.spec.commands),
+    ];
+    for (field, kind, source) in parts {
+        if source.is_empty() {
+            continue;
+        }
+        match engine.review(name, kind, source) {
+            Ok(warnings) => {
+                for warning in warnings {
+                    findings.warn(field, warning.to_string());
+                }
+            }
+            Err(error) => findings.deny(field, error.to_string()),
+        }
+    }
+    findings
+}
+
+/// The rules of any object of ours; VRouterParams (a schemaless block) and
+/// objects of other kinds have none.
+pub fn manifest(object: &Manifest, templates: &TemplateEngine) -> Findings {
+    match object {
+        Manifest::Template(t) => template(t, templates),
+        Manifest::Target(t) => target(t),
+        Manifest::Binding(b) => binding(b),
+        Manifest::Config(c) => config(c),
+        Manifest::ProxmoxCluster(p) => proxmox_cluster(p),
+        Manifest::Status(s) => status(s),
+        Manifest::Params(_) | Manifest::Other(_) => Findings::default(),
+    }
+}
+
+/// A reference that points out of the binding's namespace. Admission
+/// rejects these; the controller refuses them too, so a cluster running
+/// without webhooks (or with objects older than them) cannot be used to
+/// reach another namespace's targets or credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} references namespace {namespace:?}; only the binding's own namespace {own:?} is allowed")]
+pub struct CrossNamespace {
+    pub field: String,
+    pub namespace: String,
+    pub own: String,
+}
+
+/// The first reference of `binding` that leaves its namespace, if any.
+pub fn same_namespace_references(binding: &VRouterBinding) -> Result<(), CrossNamespace> {
+    let own = namespace_of(&binding.metadata);
+    match binding
+        .references()
+        .into_iter()
+        .find(|r| r.name_ref.crosses_namespace(own))
+    {
+        Some(r) => Err(CrossNamespace {
+            field: r.field,
+            namespace: r.name_ref.namespace.clone(),
+            own: own.to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
-#[path = "rules_tests.rs"]
+#[path = "validate_tests.rs"]
 mod tests;

@@ -1,19 +1,21 @@
 //! A short-lived cache in front of the provider factory's object lookups.
 //!
 //! Every reconcile of a Proxmox target builds its provider, and each build
-//! reads the ProxmoxCluster and its credentials Secret. At 1,000 targets
-//! that was two GETs per reconcile, more than a third of all API requests
-//! of a rollout (docs/benchmarks.md). Entries live for `ttl`, so a changed
-//! endpoint list or a rotated credential takes effect within that time.
+//! reads the ProxmoxCluster and its credentials Secret: without a cache a
+//! rollout spends a large share of its API requests on these two reads,
+//! repeated for every target (docs/benchmarks.md counts the requests).
+//! Entries live for `ttl`, so a changed endpoint list or a rotated
+//! credential takes effect within that time.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::error::ProviderError;
+use crate::factory::ObjectLookup;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use vrouter_api::ProxmoxCluster;
-use vrouter_providers::{ObjectLookup, ProviderError};
 
 /// How long a looked-up object is reused.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);

@@ -1,5 +1,6 @@
-//! Small, shared writes to the API server: finalizers and status patches
-//! that are skipped when nothing changed.
+//! Status writes every controller makes: skipped when nothing changed,
+//! conditional on the object's resourceVersion, and as merge patches that
+//! carry only what changed.
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -7,59 +8,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-/// Field manager of every write the operator makes.
-pub const MANAGER: &str = "vrouter-operator";
-
-fn namespaced_api<K>(client: &kube::Client, object: &K) -> Api<K>
+/// The API of `object`'s own namespace.
+pub(crate) fn namespaced_api<K>(client: &kube::Client, object: &K) -> Api<K>
 where
     K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
 {
     Api::namespaced(client.clone(), &object.namespace().unwrap_or_default())
-}
-
-/// Adds `finalizer` if missing. Returns whether a write was made.
-pub async fn ensure_finalizer<K>(client: &kube::Client, object: &K, finalizer: &str) -> Result<bool, kube::Error>
-where
-    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-{
-    if object.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(false);
-    }
-    let mut finalizers = object.finalizers().to_vec();
-    finalizers.push(finalizer.to_owned());
-    // The resourceVersion makes this a compare-and-swap: a concurrent change
-    // to the list is a conflict, retried, never overwritten.
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.resource_version()}});
-    namespaced_api(client, object)
-        .patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
-    Ok(true)
-}
-
-/// Removes `finalizer` if present.
-pub async fn remove_finalizer<K>(client: &kube::Client, object: &K, finalizer: &str) -> Result<(), kube::Error>
-where
-    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-{
-    if !object.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(());
-    }
-    let finalizers: Vec<&String> = object.finalizers().iter().filter(|f| *f != finalizer).collect();
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.resource_version()}});
-    match namespaced_api(client, object)
-        .patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
 }
 
 /// Writes `status` when it differs from `current`. The write carries the

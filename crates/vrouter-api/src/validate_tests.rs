@@ -57,6 +57,14 @@ fn target_provider_block_must_match_the_type() {
             ],
         ),
         (
+            "{provider: {type: vrouter-daemon, daemon: {address: ' ', agentID: r1}}}",
+            &[("spec.provider.daemon.address", "must not be empty")],
+        ),
+        (
+            "{provider: {type: proxmox, proxmox: {vmid: 0, clusterRef: {name: pve}}}}",
+            &[("spec.provider.proxmox.vmid", "between 100 and 999999999")],
+        ),
+        (
             "{provider: {type: vrouter-daemon, daemon: {address: 'd:1', agentID: r1}}}",
             &[],
         ),
@@ -271,4 +279,37 @@ fn updates_of_objects_being_deleted_skip_every_rule() {
         k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
     ));
     assert!(skip_for_deletion(&t.metadata));
+}
+
+#[test]
+fn references_outside_the_namespace_are_refused_naming_the_field() {
+    let simple: VRouterBinding =
+        parse("metadata: {name: bgp}\nspec: {templateRefs: [{name: t}], targetRefs: [{name: a}, {name: b}]}");
+    assert_eq!(same_namespace_references(&simple), Ok(()));
+    let same: VRouterBinding = parse("metadata: {name: bgp}\nspec: {targetRefs: [{name: a, namespace: net}]}");
+    assert_eq!(same_namespace_references(&same), Ok(()));
+    let cases = [
+        (
+            "{templateRef: {name: t, namespace: x}, targetRefs: [{name: a}]}",
+            "spec.templateRef",
+        ),
+        (
+            "{templateRefs: [{name: t}, {name: u, namespace: x}], targetRefs: [{name: a}]}",
+            "spec.templateRefs[1]",
+        ),
+        (
+            "{paramsRefs: [{name: p, namespace: x}], targetRefs: [{name: a}]}",
+            "spec.paramsRefs[0]",
+        ),
+        (
+            "{targetRefs: [{name: a}, {name: b, namespace: x}]}",
+            "spec.targetRefs[1]",
+        ),
+    ];
+    for (spec, field) in cases {
+        let b: VRouterBinding = parse(&format!("metadata: {{name: bgp}}\nspec: {spec}"));
+        let err = same_namespace_references(&b).unwrap_err();
+        assert_eq!(err.field, field);
+        assert!(err.to_string().contains("\"x\""), "{err}");
+    }
 }
