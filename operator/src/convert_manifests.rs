@@ -9,7 +9,6 @@
 //! text a block scalar cannot hold) the document is written anew from its
 //! parsed form, which drops its comments, and a note says so.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use kube::Resource;
@@ -23,24 +22,9 @@ pub const EXIT_UNCONVERTIBLE: i32 = 1;
 /// Exit code for files that cannot be read, parsed or written.
 pub const EXIT_UNREADABLE: i32 = 2;
 
-/// Where something is: file, object, field, and line:column in the template.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    pub file: String,
-    pub object: String,
-    pub field: Option<String>,
-    pub message: String,
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.file, self.object)?;
-        if let Some(field) = &self.field {
-            write!(f, ": {field}")?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
+/// Where something is: file, object, field, and line:column in the template
+/// (the same shape `vrouter-operator render` reports its problems in).
+pub use crate::offline_render::Problem as Finding;
 
 /// One file's conversion.
 #[derive(Debug, Default)]
@@ -120,7 +104,7 @@ pub fn convert_text(file: &str, text: &str) -> Result<Converted, String> {
             Some(rewritten) => out.text.push_str(&rewritten),
             None => {
                 out.notes.push(Finding {
-                    file: file.to_owned(),
+                    source: file.to_owned(),
                     object,
                     field: None,
                     message: "note: the document was written anew from its parsed form (its comments and \
@@ -159,7 +143,7 @@ fn convert_object(engine: &TemplateEngine, file: &str, value: &Value) -> (Vec<(&
     let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
     let object = object_name(value);
     let at = |field: &str, message: String| Finding {
-        file: file.to_owned(),
+        source: file.to_owned(),
         object: object.clone(),
         field: Some(format!("spec.{field}")),
         message,

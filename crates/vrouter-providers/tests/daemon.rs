@@ -38,6 +38,20 @@ async fn wait_for_calls(agent: &Agent, what: &str, done: impl Fn(&[String]) -> b
     }
 }
 
+/// Waits until the agent process has logged `text`: the server may answer
+/// the caller before the agent has written why it dropped the connection.
+async fn wait_for_log(agent: &Agent, text: &str) {
+    let started = Instant::now();
+    while !agent.log().contains(text) {
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "{text:?} not in the agent log:\n{}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 fn count(calls: &[String], call: &str) -> usize {
     calls.iter().filter(|c| *c == call).count()
 }
@@ -294,7 +308,7 @@ async fn the_largest_config_the_agent_accepts_arrives_whole_and_one_byte_more_br
         .unwrap();
     assert!(!response.success && response.exit_code == 0, "{response:?}");
     assert_eq!(response.error_message, "context canceled");
-    assert!(agent.log().contains("larger than max"), "agent log:\n{}", agent.log());
+    wait_for_log(&agent, "larger than max").await;
     assert_eq!(
         count(&agent.sandbox().calls(), "configure"),
         1,
