@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use vrouter_api::compose::render_configs;
@@ -14,6 +14,8 @@ use vrouter_api::manifest::{Manifest, parse_documents};
 use vrouter_api::validate::{self, Violation};
 use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
 use vrouter_render::TemplateEngine;
+
+use crate::convert_manifests::yaml_files;
 
 /// Exit code for manifests that are invalid or do not render.
 pub const EXIT_INVALID: i32 = 1;
@@ -43,18 +45,6 @@ impl fmt::Display for Problem {
 pub struct Loaded {
     pub source: String,
     pub manifest: Manifest,
-}
-
-fn yaml_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
-    if !path.is_dir() {
-        return Ok(vec![path.to_owned()]);
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(path)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
-        .collect();
-    files.sort();
-    Ok(files)
 }
 
 /// Reads every manifest under `paths` (files, or directories of `*.yaml`).
