@@ -29,33 +29,32 @@ use std::path::{Path, PathBuf};
 use vrouter_providers::GuestPaths;
 use vrouter_render::testing::{StubEvent, parse_stub_log};
 
-/// Appended to vrouter-render's stubs; logs each call in their record format
-/// (a newline in a field written as 0xFF, as they do)
+/// Appended to vrouter-render's stubs; logs each call with their `__vr_write`
 /// and keeps the running config in `$VROUTER_RUNNING`. `commit` first sleeps
 /// for the seconds written in `$VROUTER_COMMIT_DELAY_FILE`, when that file
 /// has any: a slow commit keeps an apply running for fault tests.
 const ROUTER_STATE: &str = r#"
 set() {
-    printf '%s\0' CALL set "$#" "${@//$__vr_nl/$__vr_ff}" >>"$VROUTER_STUB_LOG"
+    __vr_write CALL set "$#" "$@"
     case "$*" in *INVALID*) echo "Set failed"; return 1 ;; esac
     printf 'set %s\n' "$*" >>"$VROUTER_RUNNING"
 }
 delete() {
-    printf '%s\0' CALL delete "$#" "${@//$__vr_nl/$__vr_ff}" >>"$VROUTER_STUB_LOG"
+    __vr_write CALL delete "$#" "$@"
     printf 'delete %s\n' "$*" >>"$VROUTER_RUNNING"
 }
 commit() {
     if [ -n "${VROUTER_COMMIT_DELAY_FILE-}" ] && [ -s "$VROUTER_COMMIT_DELAY_FILE" ]; then
         sleep "$(cat "$VROUTER_COMMIT_DELAY_FILE")"
     fi
-    printf '%s\0' CALL commit "$#" "${@//$__vr_nl/$__vr_ff}" >>"$VROUTER_STUB_LOG"
+    __vr_write CALL commit "$#" "$@"
 }
 load() {
-    printf '%s\0' CALL load "$#" "${@//$__vr_nl/$__vr_ff}" >>"$VROUTER_STUB_LOG"
+    __vr_write CALL load "$#" "$@"
     if [ "$#" -eq 1 ] && [ "$1" = /dev/stdin ]; then
         local __vr_data=''
         IFS= read -r -d '' __vr_data
-        printf '%s\0' LOAD "${__vr_data//$__vr_nl/$__vr_ff}" >>"$VROUTER_STUB_LOG"
+        __vr_write LOAD "$__vr_data"
         printf '%s' "$__vr_data" >"$VROUTER_RUNNING"
     else
         cat "$1" >"$VROUTER_RUNNING" 2>/dev/null || : >"$VROUTER_RUNNING"
@@ -63,7 +62,7 @@ load() {
     return 0
 }
 save() {
-    printf '%s\0' CALL save "$#" "${@//$__vr_nl/$__vr_ff}" >>"$VROUTER_STUB_LOG"
+    __vr_write CALL save "$#" "$@"
     cp "$VROUTER_RUNNING" "$VROUTER_CONFIG_BOOT"
 }
 "#;
