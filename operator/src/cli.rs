@@ -82,16 +82,22 @@ pub struct Args {
 /// What to do instead of running the operator.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum Command {
-    /// Print the VRouterConfigs the operator would write for the given
-    /// manifests (files or directories of *.yaml), without a cluster.
+    /// Print the VRouterConfigs the cluster would hold for the given
+    /// manifests (files or directories of *.yaml), without a cluster: those
+    /// the bindings write and the hand-written ones, each checked as
+    /// admission would. Fields no resource knows are warned about.
     /// Exit codes: 0 rendered, 1 invalid or unrenderable manifests, 2
     /// unreadable files.
     Render {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
-        /// Also print each router's apply script (as comments).
+        /// Also print each router's apply script, byte for byte after `#   `.
         #[arg(long)]
         script: bool,
+        /// Treat unknown fields as errors (exit 1), as kubectl's
+        /// `--validate=strict` does.
+        #[arg(long)]
+        strict: bool,
     },
     /// Convert the VRouterTemplates of the given manifests (files or
     /// directories of *.yaml) from the Go operator's text/template + sprig to

@@ -26,7 +26,7 @@ use vrouter_render::TemplateEngine;
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     match &args.command {
-        Some(Command::Render { paths, script }) => std::process::exit(render_offline(paths, *script)),
+        Some(Command::Render { paths, script, strict }) => std::process::exit(render_offline(paths, *script, *strict)),
         Some(Command::Convert { paths, in_place }) => std::process::exit(convert_manifests(paths, *in_place)),
         None => {}
     }
@@ -185,7 +185,7 @@ fn convert_manifests(paths: &[std::path::PathBuf], in_place: bool) -> i32 {
     0
 }
 
-fn render_offline(paths: &[std::path::PathBuf], script: bool) -> i32 {
+fn render_offline(paths: &[std::path::PathBuf], script: bool, strict: bool) -> i32 {
     let objects = match offline_render::load(paths) {
         Ok(objects) => objects,
         Err(message) => {
@@ -193,6 +193,13 @@ fn render_offline(paths: &[std::path::PathBuf], script: bool) -> i32 {
             return offline_render::EXIT_UNREADABLE;
         }
     };
+    let unknown = offline_render::unknown_fields(&objects);
+    if strict && !unknown.is_empty() {
+        for problem in &unknown {
+            eprintln!("error: {problem}");
+        }
+        return offline_render::EXIT_INVALID;
+    }
     match offline_render::render_with_warnings(&objects).and_then(|rendered| {
         for warning in &rendered.warnings {
             eprintln!("warning: {warning}");

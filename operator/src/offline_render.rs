@@ -4,13 +4,13 @@
 //! references among the given objects, and composes the configs with the
 //! controller's own code (`vrouter_api::compose`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use vrouter_api::compose::render_configs;
-use vrouter_api::manifest::{Manifest, parse_documents};
+use vrouter_api::manifest::{Manifest, parse_documents_strictly};
 use vrouter_api::validate::{self, Violation};
 use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
 use vrouter_render::TemplateEngine;
@@ -41,10 +41,13 @@ impl fmt::Display for Problem {
     }
 }
 
-/// An object read from a file.
+/// An object read from a file, with the fields of it that no typed resource
+/// knows (which the API server's strict field validation would refuse).
+#[derive(Clone)]
 pub struct Loaded {
     pub source: String,
     pub manifest: Manifest,
+    pub unknown_fields: Vec<String>,
 }
 
 /// Reads every manifest under `paths` (files, or directories of `*.yaml`).
@@ -54,10 +57,11 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Loaded>, String> {
         for file in yaml_files(path).map_err(|e| format!("{}: {e}", path.display()))? {
             let name = file.display().to_string();
             let text = std::fs::read_to_string(&file).map_err(|e| format!("{name}: {e}"))?;
-            let manifests = parse_documents(&text, &name).map_err(|e| e.to_string())?;
-            out.extend(manifests.into_iter().map(|manifest| Loaded {
+            let parsed = parse_documents_strictly(&text, &name).map_err(|e| e.to_string())?;
+            out.extend(parsed.into_iter().map(|parsed| Loaded {
                 source: name.clone(),
-                manifest,
+                manifest: parsed.manifest,
+                unknown_fields: parsed.unknown_fields,
             }));
         }
     }
@@ -88,18 +92,21 @@ pub struct Rendered {
     pub warnings: Vec<Problem>,
 }
 
-/// Validates every object and renders every binding. Returns the generated
-/// VRouterConfigs sorted by namespace and name, or every problem found.
+/// Validates every object and renders every binding. Returns the
+/// VRouterConfigs the cluster would hold (those the bindings write, and the
+/// hand-written ones among the manifests) sorted by namespace and name, or
+/// every problem found.
 pub fn render(objects: &[Loaded]) -> Result<Vec<VRouterConfig>, Vec<Problem>> {
     render_with_warnings(objects).map(|r| r.configs)
 }
 
-/// [`render`], keeping the warnings admission would give.
+/// [`render`], keeping the warnings: what admission would accept with a
+/// warning, and fields no resource knows.
 pub fn render_with_warnings(objects: &[Loaded]) -> Result<Rendered, Vec<Problem>> {
     let mut problems = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings = unknown_fields(objects);
     let engine = TemplateEngine::new();
-    for Loaded { source, manifest } in objects {
+    for Loaded { source, manifest, .. } in objects {
         let findings = validate::manifest(manifest, &engine);
         let object = || describe(manifest.kind(), manifest.metadata().unwrap_or(&ObjectMeta::default()));
         let locate = |v: Violation| Problem {
@@ -119,11 +126,82 @@ pub fn render_with_warnings(objects: &[Loaded]) -> Result<Rendered, Vec<Problem>
             Err(found) => problems.extend(found),
         }
     }
+    let written: HashSet<Key> = configs.iter().map(|c| key(&c.metadata)).collect();
+    for (source, config) in &index.configs {
+        match check_hand_written(&index, &written, source, config) {
+            Ok(true) => configs.push((*config).clone()),
+            Ok(false) => {}
+            Err(problem) => problems.push(problem),
+        }
+    }
     if !problems.is_empty() {
         return Err(problems);
     }
     configs.sort_by_key(|c| key(&c.metadata));
     Ok(Rendered { configs, warnings })
+}
+
+/// Every field of our kinds that no resource knows (a `comands:` typo), as
+/// the API server's strict field validation would name it.
+pub fn unknown_fields(objects: &[Loaded]) -> Vec<Problem> {
+    objects
+        .iter()
+        .flat_map(|loaded| {
+            let object = describe(
+                loaded.manifest.kind(),
+                loaded.manifest.metadata().unwrap_or(&ObjectMeta::default()),
+            );
+            loaded.unknown_fields.iter().map(move |field| Problem {
+                source: loaded.source.clone(),
+                object: object.clone(),
+                field: Some(field.clone()),
+                message: "unknown field: the API server drops it or, with strict field validation, refuses the object"
+                    .into(),
+            })
+        })
+        .collect()
+}
+
+/// Whether a VRouterConfig among the manifests is one the cluster would hold
+/// as written (`true`), or a copy of what a binding writes, shown for
+/// reference (`false`: the binding's own output stands for it); an error when
+/// its target is not among the manifests or a binding writes one of its name.
+fn check_hand_written(
+    index: &Index<'_>,
+    written: &HashSet<Key>,
+    source: &str,
+    config: &VRouterConfig,
+) -> Result<bool, Problem> {
+    let problem = |field: &str, message: String| Problem {
+        source: source.to_owned(),
+        object: describe("VRouterConfig", &config.metadata),
+        field: Some(field.into()),
+        message,
+    };
+    let owned_by_binding = config
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "VRouterBinding");
+    if owned_by_binding {
+        return Ok(false);
+    }
+    let (ns, name) = key(&config.metadata);
+    if written.contains(&(ns.clone(), name)) {
+        return Err(problem(
+            "metadata.name",
+            "a VRouterBinding among the given manifests writes a VRouterConfig of this name".into(),
+        ));
+    }
+    let target = &config.spec.target_ref;
+    if !index.has(ReferencedKind::Target, &(ns, target.name.clone())) {
+        return Err(problem(
+            "spec.targetRef.name",
+            format!("VRouterTarget {:?} is not among the given manifests", target.name),
+        ));
+    }
+    Ok(true)
 }
 
 /// The given objects a binding can reference, by namespace and name.
@@ -133,17 +211,19 @@ struct Index<'a> {
     params: HashMap<Key, &'a VRouterParams>,
     targets: HashMap<Key, &'a VRouterTarget>,
     bindings: Vec<(&'a str, &'a VRouterBinding)>,
+    configs: Vec<(&'a str, &'a VRouterConfig)>,
 }
 
 impl<'a> Index<'a> {
     fn of(objects: &'a [Loaded]) -> Self {
         let mut index = Index::default();
-        for Loaded { source, manifest } in objects {
+        for Loaded { source, manifest, .. } in objects {
             match manifest {
                 Manifest::Template(t) => _ = index.templates.insert(key(&t.metadata), t),
                 Manifest::Params(p) => _ = index.params.insert(key(&p.metadata), p),
                 Manifest::Target(t) => _ = index.targets.insert(key(&t.metadata), t),
                 Manifest::Binding(b) => index.bindings.push((source, b)),
+                Manifest::Config(c) => index.configs.push((source, c)),
                 _ => {}
             }
         }
@@ -212,14 +292,17 @@ fn render_binding(
 }
 
 /// The configs as a YAML stream; with `script`, each followed by the apply
-/// script the KubeVirt and Proxmox providers would run (its heredoc
-/// delimiter is random on every run, as in the operator).
+/// script the KubeVirt and Proxmox providers would run, byte for byte after
+/// each `#   ` (its heredoc delimiter is random on every run, as in the
+/// operator).
 pub fn to_yaml(configs: &[VRouterConfig], script: bool) -> Result<String, String> {
     let mut out = String::new();
     for config in configs {
-        // Owner references need the binding's uid, which only a cluster has.
+        // Owner references need the binding's uid, which only a cluster has;
+        // status is the operator's to write.
         let mut config = config.clone();
         config.metadata.owner_references = None;
+        config.status = None;
         let config = &config;
         out.push_str("---\n");
         out.push_str(&serde_yaml::to_string(config).map_err(|e| e.to_string())?);
@@ -231,12 +314,23 @@ pub fn to_yaml(configs: &[VRouterConfig], script: bool) -> Result<String, String
                 "# apply script for {}:\n",
                 config.metadata.name.as_deref().unwrap_or("")
             ));
-            for line in text.lines() {
-                out.push_str("#   ");
-                out.push_str(line);
-                out.push('\n');
-            }
+            out.push_str(&as_comment(&text));
         }
     }
     Ok(out)
+}
+
+/// `text` with `#   ` before each line. Lines end at `\n` only, so a `\r`
+/// in a value stays where it is; a text without a final newline says so,
+/// as diff does.
+fn as_comment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for line in text.split_inclusive('\n') {
+        out.push_str("#   ");
+        out.push_str(line);
+    }
+    if !text.is_empty() && !text.ends_with('\n') {
+        out.push_str("\n# \\ no newline at end of script\n");
+    }
+    out
 }

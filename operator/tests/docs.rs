@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use kube::CustomResourceExt;
 use serde_json::Value;
 use vrouter_api::constants::{ANNOTATION_PAUSED, LABEL_BINDING, LABEL_TARGET, condition};
-use vrouter_api::manifest::{Manifest, parse_documents};
+use vrouter_api::manifest::{Manifest, parse_documents_strictly};
 use vrouter_api::{
     ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate,
 };
@@ -756,16 +756,6 @@ fn unresolved(objects: &[Loaded], rendered: &[VRouterConfig], page: &str) -> Vec
     };
     for loaded in objects.iter().filter(|l| l.source.starts_with(page)) {
         match &loaded.manifest {
-            Manifest::Config(c) => {
-                let (ns, _) = meta_key(&c.metadata);
-                problems.extend(missing(
-                    &loaded.source,
-                    "VRouterTarget",
-                    &ns,
-                    &c.spec.target_ref.name,
-                    "spec.targetRef",
-                ));
-            }
             Manifest::Target(t) => {
                 if let Some(p) = &t.spec.provider.proxmox {
                     let (ns, _) = meta_key(&t.metadata);
@@ -946,13 +936,14 @@ fn check_markdown(
         match block.info.as_str() {
             "yaml" => {
                 counts.yaml_blocks += 1;
-                match parse_documents(&block.text, &at) {
-                    Ok(manifests) if manifests.is_empty() => failures.push(format!("{at}: an empty yaml block")),
-                    Ok(manifests) => {
-                        counts.objects += manifests.len();
-                        objects.extend(manifests.into_iter().map(|manifest| Loaded {
+                match parse_documents_strictly(&block.text, &at) {
+                    Ok(parsed) if parsed.is_empty() => failures.push(format!("{at}: an empty yaml block")),
+                    Ok(parsed) => {
+                        counts.objects += parsed.len();
+                        objects.extend(parsed.into_iter().map(|parsed| Loaded {
                             source: at.clone(),
-                            manifest,
+                            manifest: parsed.manifest,
+                            unknown_fields: parsed.unknown_fields,
                         }));
                     }
                     Err(e) => failures.push(format!("{at}: {e}")),
@@ -978,13 +969,7 @@ fn check_markdown(
         return failures;
     }
     // The examples first, so the page's own objects win where names meet.
-    let mut set: Vec<Loaded> = examples
-        .iter()
-        .map(|l| Loaded {
-            source: l.source.clone(),
-            manifest: l.manifest.clone(),
-        })
-        .collect();
+    let mut set: Vec<Loaded> = examples.to_vec();
     set.extend(objects);
     match offline_render::render_with_warnings(&set) {
         Ok(rendered) => {
@@ -1195,7 +1180,7 @@ fn unknown_fences_and_bad_manifests_fail_with_their_file_and_line() {
     let expected = [
         "page.md:1: a ``` block is not checked",
         "page.md:4: VRouterTarget n/t: spec.provider.proxmox: must be set when spec.provider.type is proxmox",
-        "page.md:10: spec.targetRef: VRouterTarget n/nowhere is not defined",
+        "page.md:10: VRouterConfig n/c: spec.targetRef.name: VRouterTarget \"nowhere\" is not among the given manifests",
         "page.md:17: `kubectl wait --for=condition=Ready vrc/c`: VRouterConfig has no condition \"Ready\"",
         "page.md:19: page.md:19: document 1",
     ];

@@ -98,11 +98,35 @@ impl fmt::Display for ManifestError {
 
 const API_VERSION: &str = "vrouter.kojuro.date/v1";
 
+/// One object of a text, with the fields of it that no typed resource knows
+/// (a typo such as `comands:`): the API server's strict field validation
+/// would refuse them; a plain parse drops them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed {
+    /// 1-based index of the YAML document in the text.
+    pub document: usize,
+    pub manifest: Manifest,
+    /// Dotted paths (`spec.comands`, `spec.targetRefs[0].nmae`).
+    pub unknown_fields: Vec<String>,
+}
+
 /// Parses every document of `text`; `source_name` is used in errors only.
+/// Unknown fields of our kinds are dropped; [`parse_documents_strictly`]
+/// names them.
 // The error is large because it locates the fault precisely; it is built once
 // per failed parse, never on a hot path, so boxing would buy nothing.
 #[allow(clippy::result_large_err)]
 pub fn parse_documents(text: &str, source_name: &str) -> Result<Vec<Manifest>, ManifestError> {
+    Ok(parse_documents_strictly(text, source_name)?
+        .into_iter()
+        .map(|parsed| parsed.manifest)
+        .collect())
+}
+
+/// [`parse_documents`], also naming every field of our kinds that no typed
+/// resource knows (objects of other kinds are kept as written, unchecked).
+#[allow(clippy::result_large_err)]
+pub fn parse_documents_strictly(text: &str, source_name: &str) -> Result<Vec<Parsed>, ManifestError> {
     let mut out = Vec::new();
     for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let number = index + 1;
@@ -130,21 +154,15 @@ pub fn parse_documents(text: &str, source_name: &str) -> Result<Vec<Manifest>, M
         };
         let api_version = value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
         let ours = api_version == API_VERSION;
-        fn typed<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, (Option<String>, String)> {
-            serde_path_to_error::deserialize(value).map_err(|e| {
-                let path = e.path().to_string();
-                let field = (path != ".").then_some(path);
-                (field, e.into_inner().to_string())
-            })
-        }
+        let mut unknown = Vec::new();
         let parsed = match (ours, kind_str.as_str()) {
-            (true, "VRouterTemplate") => typed(value).map(Manifest::Template),
-            (true, "VRouterTarget") => typed(value).map(Manifest::Target),
-            (true, "VRouterBinding") => typed(value).map(Manifest::Binding),
-            (true, "VRouterParams") => typed(value).map(Manifest::Params),
-            (true, "VRouterConfig") => typed(value).map(Manifest::Config),
-            (true, "ProxmoxCluster") => typed(value).map(Manifest::ProxmoxCluster),
-            (true, "VRouterStatus") => typed(value).map(Manifest::Status),
+            (true, "VRouterTemplate") => typed(value, &mut unknown).map(Manifest::Template),
+            (true, "VRouterTarget") => typed(value, &mut unknown).map(Manifest::Target),
+            (true, "VRouterBinding") => typed(value, &mut unknown).map(Manifest::Binding),
+            (true, "VRouterParams") => typed(value, &mut unknown).map(Manifest::Params),
+            (true, "VRouterConfig") => typed(value, &mut unknown).map(Manifest::Config),
+            (true, "ProxmoxCluster") => typed(value, &mut unknown).map(Manifest::ProxmoxCluster),
+            (true, "VRouterStatus") => typed(value, &mut unknown).map(Manifest::Status),
             (true, other) => Err((Some("kind".into()), format!("unknown kind {other:?} in {API_VERSION}"))),
             (false, _) if api_version.starts_with("vrouter.kojuro.date/") => Err((
                 Some("apiVersion".into()),
@@ -152,7 +170,45 @@ pub fn parse_documents(text: &str, source_name: &str) -> Result<Vec<Manifest>, M
             )),
             (false, _) => Ok(Manifest::Other(value)),
         };
-        out.push(parsed.map_err(|(field, message)| error(Some(kind_str), name, field, message))?);
+        let manifest = parsed.map_err(|(field, message)| error(Some(kind_str), name, field, message))?;
+        out.push(Parsed {
+            document: number,
+            manifest,
+            unknown_fields: unknown,
+        });
     }
     Ok(out)
+}
+
+/// Deserializes one of our kinds, locating a failure by field and noting
+/// every field the type does not know.
+fn typed<T: DeserializeOwned>(
+    value: serde_json::Value,
+    unknown: &mut Vec<String>,
+) -> Result<T, (Option<String>, String)> {
+    // The derived resources check `apiVersion` and `kind` by hand (above),
+    // not as fields.
+    let mut note = |path: serde_ignored::Path<'_>| match field_path(&path) {
+        top if top == "apiVersion" || top == "kind" => {}
+        field => unknown.push(field),
+    };
+    serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut note)).map_err(|e| {
+        let path = e.path().to_string();
+        let field = (path != ".").then_some(path);
+        (field, e.into_inner().to_string())
+    })
+}
+
+/// `spec.targetRefs[0].name`, the way the other errors name a field.
+fn field_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        Path::Map { parent, key } => match field_path(parent) {
+            p if p.is_empty() => key.clone(),
+            p => format!("{p}.{key}"),
+        },
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => field_path(parent),
+    }
 }
