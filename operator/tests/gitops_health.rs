@@ -1,0 +1,201 @@
+//! The Argo CD health checks in `deploy/argocd/health-checks.yaml`, run
+//! under Lua 5.1 (the language of Argo CD's gopher-lua) against objects the
+//! operator's controllers wrote to a real kube-apiserver: each check reaches
+//! the states a user would see.
+
+mod common;
+
+use std::time::Duration;
+
+use kube::api::{Patch, PatchParams};
+use mlua::{Lua, LuaSerdeExt, SerializeOptions};
+use serde::Serialize;
+use serde_json::{Value, json};
+use vrouter_api::{Phase, ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget};
+use vrouter_operator::context::Settings;
+
+use common::{config_phase, create, site, wait_for};
+
+/// The health check for `kind`, as Argo CD reads it from argocd-cm.
+fn script(kind: &str) -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/argocd/health-checks.yaml");
+    let patch: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let key = format!("resource.customizations.health.vrouter.kojuro.date_{kind}");
+    patch["data"][&key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{path} has no {key}"))
+        .to_owned()
+}
+
+/// Argo CD's verdict on `object`: (status, message).
+fn health<K: Serialize + kube::Resource<DynamicType = ()>>(object: &K) -> (String, String) {
+    let lua = Lua::new();
+    // Argo CD hands the object over as decoded JSON: absent and null fields are nil.
+    let options = SerializeOptions::new()
+        .serialize_none_to_null(false)
+        .serialize_unit_to_null(false);
+    let value = lua.to_value_with(object, options).unwrap();
+    lua.globals().set("obj", value).unwrap();
+    let kind = K::kind(&());
+    let verdict: mlua::Table = lua
+        .load(script(&kind))
+        .set_name(kind.as_ref())
+        .eval()
+        .unwrap_or_else(|e| panic!("the {kind} health check failed to run: {e}"));
+    let status: String = verdict.get("status").unwrap();
+    let message: String = verdict.get("message").unwrap();
+    assert!(
+        ["Healthy", "Progressing", "Degraded", "Suspended"].contains(&status.as_str()),
+        "{kind}: {status:?} is not an Argo CD health status"
+    );
+    (status, message)
+}
+
+/// Waits until Argo CD would call the object `status`; returns its message.
+async fn wait_health<K>(api: &kube::Api<K>, name: &str, status: &str) -> String
+where
+    K: Serialize + kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(
+        &format!("{} {name} to be {status}", K::kind(&())),
+        Duration::from_secs(90),
+        || async {
+            let object = api.get_opt(name).await.ok()??;
+            let (got, message) = health(&object);
+            (got == status).then_some(message)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn each_kind_reaches_healthy_progressing_and_degraded_as_the_operator_writes_it() {
+    let settings = Settings {
+        target_poll: Duration::from_secs(1),
+        ..Settings::default()
+    };
+    let site = site("gitops-health", &["r1", "r2", "r3", "r4"], settings).await;
+    let ns = &site.ns;
+    let configs = ns.api::<VRouterConfig>();
+
+    // A config that applies: Healthy; its VRouterStatus and target too.
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "good"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name good\n"}}),
+    )
+    .await;
+    assert_eq!(wait_health(&configs, "good", "Healthy").await, "applied");
+    let statuses = ns.api::<VRouterStatus>();
+    let status_name = wait_for("good's VRouterStatus", Duration::from_secs(60), || async {
+        let list = statuses.list(&Default::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|s| s.spec.config_ref.name == "good")
+            .and_then(|s| s.metadata.name)
+    })
+    .await;
+    wait_health(&statuses, &status_name, "Healthy").await;
+    wait_health(&ns.api::<VRouterTarget>(), "r1", "Healthy").await;
+    wait_health(&ns.api::<ProxmoxCluster>(), "pve", "Healthy").await;
+
+    // A config whose `set` fails: Degraded, saying why.
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "bad"}, "spec": {"targetRef": {"name": "r2"}, "commands": "set interfaces ethernet eth0 address INVALID\n"}}),
+    )
+    .await;
+    let message = wait_health(&configs, "bad", "Degraded").await;
+    assert!(message.starts_with("ConfigFailed: "), "{message}");
+
+    // An apply in flight: Progressing, not merely "no status yet".
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "slow"}, "spec": {"targetRef": {"name": "r3"}, "commands": "set system host-name slow\nsleep 120\n"}}),
+    )
+    .await;
+    wait_for("slow's apply to run", Duration::from_secs(60), || async {
+        let (phase, _, _) = config_phase(&configs, "slow").await?;
+        (phase == Phase::Applying).then_some(())
+    })
+    .await;
+    let (verdict, message) = health(&configs.get("slow").await.unwrap());
+    assert_eq!(verdict, "Progressing", "{message}");
+    assert!(message.starts_with("Applying"), "{message}");
+
+    // A new generation the operator has not looked at yet is not Healthy.
+    let mut good = configs.get("good").await.unwrap();
+    good.spec.commands = "set system host-name good2\n".into();
+    let generation = good.metadata.generation.unwrap();
+    good.metadata.generation = Some(generation + 1);
+    let (verdict, message) = health(&good);
+    assert_eq!(verdict, "Progressing", "{message}");
+
+    // Paused for debugging: Suspended.
+    configs
+        .patch(
+            "good",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"vrouter.kojuro.date/paused": "true"}}})),
+        )
+        .await
+        .unwrap();
+    wait_health(&configs, "good", "Suspended").await;
+
+    // A binding that renders: Healthy; one whose template is missing: Degraded.
+    create::<vrouter_api::VRouterTemplate>(
+        ns,
+        json!({"metadata": {"name": "name"}, "spec": {"commands": "set system host-name {{ hostName }}\n"}}),
+    )
+    .await;
+    let bindings = ns.api::<VRouterBinding>();
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "edge"}, "spec": {"templateRefs": [{"name": "name"}], "targetRefs": [{"name": "r4"}]}}),
+    )
+    .await;
+    wait_health(&bindings, "edge", "Healthy").await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "broken"}, "spec": {"templateRefs": [{"name": "nowhere"}], "targetRefs": [{"name": "r4"}]}}),
+    )
+    .await;
+    let message = wait_health(&bindings, "broken", "Degraded").await;
+    assert!(message.starts_with("ReconcileError: "), "{message}");
+
+    // A ProxmoxCluster whose Secret does not exist: Degraded.
+    create::<ProxmoxCluster>(
+        ns,
+        json!({"metadata": {"name": "nocreds"}, "spec": {"endpoints": ["https://127.0.0.1:9"], "credentialsRef": {"name": "missing"}}}),
+    )
+    .await;
+    let message = wait_health(&ns.api::<ProxmoxCluster>(), "nocreds", "Degraded").await;
+    assert!(message.starts_with("CredentialsNotFound: "), "{message}");
+
+    // A target whose VM stops: no longer Healthy.
+    let targets = ns.api::<VRouterTarget>();
+    wait_health(&targets, "r4", "Healthy").await;
+    site.pve.set_running(103, false);
+    wait_health(&targets, "r4", "Progressing").await;
+}
+
+#[test]
+fn every_kind_of_ours_has_a_check_and_nothing_else_is_in_the_patch() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/argocd/health-checks.yaml");
+    let patch: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut keys: Vec<&str> = patch["data"].as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    let mut expected: Vec<String> = [
+        "ProxmoxCluster",
+        "VRouterBinding",
+        "VRouterConfig",
+        "VRouterStatus",
+        "VRouterTarget",
+    ]
+    .iter()
+    .map(|k| format!("resource.customizations.health.vrouter.kojuro.date_{k}"))
+    .collect();
+    expected.sort();
+    assert_eq!(keys, expected);
+    // A merge patch of argocd-cm: data only.
+    assert_eq!(patch.as_object().unwrap().len(), 1, "{patch:#}");
+}
