@@ -3,7 +3,7 @@
 //! all at once (Disabled) or one at a time as `vrouter-rollout` decides.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -12,6 +12,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use tokio::sync::Semaphore;
 use vrouter_api::compose::{ComposeError, render_configs};
 use vrouter_api::constants::{FINALIZER, LABEL_BINDING, condition, reason};
 use vrouter_api::{RolloutStatus, VRouterBinding, VRouterBindingStatus, VRouterConfig, VRouterConfigSpec};
@@ -45,6 +46,9 @@ enum RenderError {
     Resolve(#[from] ResolveError),
     #[error(transparent)]
     Compose(#[from] ComposeError),
+    /// The runtime shut down while the render ran.
+    #[error("the render was interrupted: {0}")]
+    Interrupted(tokio::task::JoinError),
 }
 
 /// How soon a binding that cannot be rendered is looked at again (a watched
@@ -109,14 +113,28 @@ fn not_ready(binding: &VRouterBinding, message: String) -> Wanted<'static> {
 
 /// Every target's desired VRouterConfig, in `targetRefs` order. Nothing is
 /// written until all of them rendered.
+///
+/// The render runs on the blocking pool: a template may compute for up to
+/// its time limit at every target, and on an async worker that would stall
+/// every task sharing the worker, the Lease renewal and the webhook included.
+/// At most one render per core runs at once, so that renders cannot take
+/// every core from the async workers either.
 async fn render(ctx: &Context, binding: &VRouterBinding) -> Result<Vec<VRouterConfig>, RenderError> {
+    static RENDER_SLOTS: OnceLock<Semaphore> = OnceLock::new();
     let referenced = resolve::references(&ctx.client, binding).await?;
-    Ok(render_configs(
-        binding,
-        &referenced.templates,
-        &referenced.params,
-        &referenced.targets,
-    )?)
+    let slots = RENDER_SLOTS
+        .get_or_init(|| Semaphore::new(std::thread::available_parallelism().map_or(1, std::num::NonZero::get)));
+    let _slot = slots.acquire().await.expect("the semaphore is never closed");
+    let binding = binding.clone();
+    let rendered = tokio::task::spawn_blocking(move || {
+        render_configs(&binding, &referenced.templates, &referenced.params, &referenced.targets)
+    })
+    .await;
+    match rendered {
+        Ok(configs) => Ok(configs?),
+        Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+        Err(join) => Err(RenderError::Interrupted(join)),
+    }
 }
 
 async fn set_status(

@@ -27,6 +27,11 @@ pub struct Replica {
 
 /// A replica competing for the Lease `lease_name` in the site's namespace.
 pub async fn replica_on(site: &Site, identity: &str, lease_name: &str) -> Replica {
+    replica_with_lease(site, identity, lease_name, LEASE).await
+}
+
+/// [`replica_on`] with a lease of `duration`.
+pub async fn replica_with_lease(site: &Site, identity: &str, lease_name: &str, duration: Duration) -> Replica {
     let env = TestEnv::shared().await;
     let metrics = Metrics::new();
     let ctx = Arc::new(Context::new(
@@ -39,7 +44,7 @@ pub async fn replica_on(site: &Site, identity: &str, lease_name: &str) -> Replic
         lease_name: lease_name.into(),
         namespace: site.ns.name().to_owned(),
         identity: identity.into(),
-        duration: LEASE,
+        duration,
     };
     let mut candidate: Candidate = leader::campaign(env.client(), &election).await.unwrap();
     let renewal = candidate.renewal.abort_handle();
