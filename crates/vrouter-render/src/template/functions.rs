@@ -87,11 +87,11 @@ pub(crate) const FUNCTIONS: &[&str] = &["range", "throw"];
 pub(crate) const DENIED_FUNCTIONS: &[&str] = &["get_env", "now", "get_random"];
 
 pub(crate) fn is_allowed_filter(name: &str) -> bool {
-    name == "default" || name == "safe" || FILTERS.contains(&name) || sprig::FILTERS.contains(&name)
+    name == "default" || name == "safe" || FILTERS.contains(&name) || sprig::is_filter(name)
 }
 
 pub(crate) fn is_allowed_function(name: &str) -> bool {
-    FUNCTIONS.contains(&name) || sprig::FUNCTIONS.contains(&name)
+    FUNCTIONS.contains(&name) || sprig::is_function(name)
 }
 
 /// Names the engine uses for the calls its instrumentation inserts. Templates

@@ -175,7 +175,7 @@ fn validate_function(call: &FunctionCall) -> Result<(), Violation> {
             format!(
                 "it is not one of the available functions ({}, {})",
                 FUNCTIONS.join(", "),
-                super::sprig::FUNCTIONS.join(", ")
+                super::sprig::function_names().collect::<Vec<_>>().join(", ")
             )
         };
         return Err(Violation::new(

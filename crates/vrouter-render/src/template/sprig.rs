@@ -24,64 +24,6 @@ use super::functions::value_size;
 use super::go_fmt;
 use crate::merge::json_kind;
 
-/// Filters added for converted templates (input: sprig's last argument).
-pub(crate) const FILTERS: &[&str] = &[
-    "if_empty",
-    "if_not_empty",
-    "ternary",
-    "has",
-    "has_key",
-    "has_prefix",
-    "has_suffix",
-    "contains",
-    "trim_prefix",
-    "trim_suffix",
-    "trim_all",
-    "nospace",
-    "sprig_title",
-    "repeat",
-    "substr",
-    "trunc",
-    "quote",
-    "squote",
-    "sprig_indent",
-    "nindent",
-    "len",
-    "keys",
-    "values",
-    "entries",
-    "uniq",
-    "sort_alpha",
-    "rest",
-    "initial",
-    "compact",
-    "append",
-    "prepend",
-    "without",
-    "atoi",
-    "sprig_int",
-    "to_string",
-    "to_json",
-    "to_raw_json",
-    "to_pretty_json",
-    "from_json",
-    "b64enc",
-    "b64dec",
-    "b32enc",
-    "b32dec",
-    "regex_match",
-    "regex_find",
-    "regex_find_all",
-    "regex_replace_all",
-    "regex_replace_all_literal",
-    "regex_split",
-    "div",
-    "dig",
-];
-
-/// Functions added for converted templates.
-pub(crate) const FUNCTIONS: &[&str] = &["printf", "print", "println", "max", "min", "dict", "coalesce"];
-
 /// Filters whose input may be undefined: it arrives as null, as Go passes nil.
 pub(crate) const NIL_TOLERANT_FILTERS: &[&str] = &[
     "if_empty",
@@ -117,221 +59,33 @@ pub(crate) const NIL_TOLERANT_FUNCTIONS: &[&str] = &["printf", "print", "println
 type FilterFn = fn(&Value, &HashMap<String, Value>, &Budget) -> tera::Result<Value>;
 type FunctionFn = fn(&HashMap<String, Value>, &Budget) -> tera::Result<Value>;
 
+/// Every filter added for converted templates (input: sprig's last argument).
+const FILTERS: &[&[(&str, FilterFn)]] = &[
+    CHOICE_FILTERS,
+    STRING_FILTERS,
+    COLLECTION_FILTERS,
+    CONVERSION_FILTERS,
+    REGEX_FILTERS,
+];
+
+/// Whether `name` is a filter of this module.
+pub(crate) fn is_filter(name: &str) -> bool {
+    FILTERS.iter().flat_map(|family| family.iter()).any(|(n, _)| *n == name)
+}
+
+/// Whether `name` is a function of this module.
+pub(crate) fn is_function(name: &str) -> bool {
+    FUNCTIONS.iter().any(|(n, _)| *n == name)
+}
+
+/// The names of this module's functions, for messages.
+pub(crate) fn function_names() -> impl Iterator<Item = &'static str> {
+    FUNCTIONS.iter().map(|(n, _)| *n)
+}
+
 /// Registers every filter and function of this module on `tera`.
 pub(crate) fn install(tera: &mut Tera) {
-    let filters: &[(&'static str, FilterFn)] = &[
-        ("if_empty", |v, a, _| {
-            Ok(if is_empty(v) {
-                arg(a, "if_empty", "value")?.clone()
-            } else {
-                v.clone()
-            })
-        }),
-        ("if_not_empty", |v, a, _| {
-            Ok(if is_empty(v) {
-                v.clone()
-            } else {
-                arg(a, "if_not_empty", "value")?.clone()
-            })
-        }),
-        ("ternary", ternary),
-        ("has", has),
-        ("has_key", has_key),
-        ("has_prefix", |v, a, _| {
-            Ok(Value::Bool(string(v, "has_prefix")?.starts_with(str_arg(
-                a,
-                "has_prefix",
-                "prefix",
-            )?)))
-        }),
-        ("has_suffix", |v, a, _| {
-            Ok(Value::Bool(string(v, "has_suffix")?.ends_with(str_arg(
-                a,
-                "has_suffix",
-                "suffix",
-            )?)))
-        }),
-        ("contains", |v, a, _| {
-            Ok(Value::Bool(
-                string(v, "contains")?.contains(str_arg(a, "contains", "substr")?),
-            ))
-        }),
-        ("trim_prefix", |v, a, _| {
-            let s = string(v, "trim_prefix")?;
-            Ok(s.strip_prefix(str_arg(a, "trim_prefix", "prefix")?).unwrap_or(s).into())
-        }),
-        ("trim_suffix", |v, a, _| {
-            let s = string(v, "trim_suffix")?;
-            Ok(s.strip_suffix(str_arg(a, "trim_suffix", "suffix")?).unwrap_or(s).into())
-        }),
-        ("trim_all", |v, a, _| {
-            let cut = str_arg(a, "trim_all", "chars")?;
-            Ok(string(v, "trim_all")?.trim_matches(|c| cut.contains(c)).into())
-        }),
-        ("nospace", |v, _, _| {
-            Ok(string(v, "nospace")?
-                .chars()
-                .filter(|c| !c.is_whitespace())
-                .collect::<String>()
-                .into())
-        }),
-        ("sprig_title", |v, _, _| Ok(title(string(v, "sprig_title")?).into())),
-        ("repeat", repeat),
-        ("substr", substr),
-        ("trunc", trunc),
-        ("quote", |v, _, _| {
-            Ok(if v.is_null() {
-                String::new()
-            } else {
-                go_fmt::go_quote(&go_fmt::sprint_value(v), false)
-            }
-            .into())
-        }),
-        ("squote", |v, _, _| {
-            Ok(if v.is_null() {
-                String::new()
-            } else {
-                format!("'{}'", go_fmt::sprint_value(v))
-            }
-            .into())
-        }),
-        ("sprig_indent", |v, a, b| indent(v, a, b, "sprig_indent", false)),
-        ("nindent", |v, a, b| indent(v, a, b, "nindent", true)),
-        ("len", len),
-        ("keys", keys),
-        ("values", |v, _, b| {
-            Ok(Value::Array(
-                range_items(v, "values", b)?.into_iter().map(|(_, v)| v).collect(),
-            ))
-        }),
-        ("entries", |v, _, b| {
-            Ok(Value::Array(
-                range_items(v, "entries", b)?
-                    .into_iter()
-                    .map(|(k, v)| Value::Array(vec![k, v]))
-                    .collect(),
-            ))
-        }),
-        ("uniq", |v, _, _| {
-            let mut out: Vec<Value> = Vec::new();
-            for item in list(v, "uniq")? {
-                if !out.contains(item) {
-                    out.push(item.clone());
-                }
-            }
-            Ok(Value::Array(out))
-        }),
-        ("sort_alpha", sort_alpha),
-        ("rest", |v, _, _| {
-            Ok(Value::Array(list(v, "rest")?.iter().skip(1).cloned().collect()))
-        }),
-        ("initial", |v, _, _| {
-            let l = list(v, "initial")?;
-            Ok(Value::Array(l[..l.len().saturating_sub(1)].to_vec()))
-        }),
-        ("compact", |v, _, _| {
-            Ok(Value::Array(
-                list(v, "compact")?.iter().filter(|x| !is_empty(x)).cloned().collect(),
-            ))
-        }),
-        ("append", |v, a, _| {
-            let mut l = list(v, "append")?.clone();
-            l.push(arg(a, "append", "value")?.clone());
-            Ok(Value::Array(l))
-        }),
-        ("prepend", |v, a, _| {
-            let mut l = vec![arg(a, "prepend", "value")?.clone()];
-            l.extend(list(v, "prepend")?.iter().cloned());
-            Ok(Value::Array(l))
-        }),
-        ("without", |v, a, _| {
-            let omit = list(arg(a, "without", "values")?, "without")?;
-            Ok(Value::Array(
-                list(v, "without")?
-                    .iter()
-                    .filter(|x| !omit.contains(x))
-                    .cloned()
-                    .collect(),
-            ))
-        }),
-        ("atoi", |v, _, _| Ok(Value::from(atoi(string(v, "atoi")?)))),
-        ("sprig_int", |v, _, _| Ok(Value::from(to_int64(v)))),
-        ("to_string", |v, _, _| Ok(go_fmt::sprint_value(v).into())),
-        ("to_json", |v, _, _| Ok(go_json(v, true, false).into())),
-        ("to_raw_json", |v, _, _| Ok(go_json(v, false, false).into())),
-        ("to_pretty_json", |v, _, _| Ok(go_json(v, true, true).into())),
-        ("from_json", |v, _, _| {
-            Ok(serde_json::from_str(string(v, "from_json")?).unwrap_or(Value::Null))
-        }),
-        ("b64enc", |v, _, _| {
-            Ok(base64_encode(string(v, "b64enc")?.as_bytes()).into())
-        }),
-        ("b64dec", |v, _, _| {
-            decoded(base64_decode(string(v, "b64dec")?.as_bytes()), "b64dec")
-        }),
-        ("b32enc", |v, _, _| {
-            Ok(base32_encode(string(v, "b32enc")?.as_bytes()).into())
-        }),
-        ("b32dec", |v, _, _| {
-            decoded(base32_decode(string(v, "b32dec")?.as_bytes()), "b32dec")
-        }),
-        ("regex_match", |v, a, _| {
-            // sprig's regexMatch answers false for an invalid expression.
-            let s = string(v, "regex_match")?;
-            Ok(Value::Bool(
-                compile(str_arg(a, "regex_match", "regex")?).is_ok_and(|r| r.is_match(s)),
-            ))
-        }),
-        ("regex_find", |v, a, _| {
-            let r = compile_or_fail(a, "regex_find")?;
-            Ok(r.find(string(v, "regex_find")?).map_or("", |m| m.as_str()).into())
-        }),
-        ("regex_find_all", |v, a, _| {
-            let r = compile_or_fail(a, "regex_find_all")?;
-            let n = int_arg(a, "regex_find_all", "n")?;
-            let s = string(v, "regex_find_all")?;
-            Ok(Value::Array(
-                limit(go_find_all(&r, s), n)
-                    .into_iter()
-                    .map(|(b, e)| s[b..e].into())
-                    .collect(),
-            ))
-        }),
-        ("regex_replace_all", |v, a, _| {
-            let r = compile_or_fail(a, "regex_replace_all")?;
-            let repl = str_arg(a, "regex_replace_all", "replacement")?;
-            Ok(r.replace_all(string(v, "regex_replace_all")?, repl).into_owned().into())
-        }),
-        ("regex_replace_all_literal", |v, a, _| {
-            let r = compile_or_fail(a, "regex_replace_all_literal")?;
-            let repl = str_arg(a, "regex_replace_all_literal", "replacement")?;
-            Ok(
-                r.replace_all(string(v, "regex_replace_all_literal")?, regex::NoExpand(repl))
-                    .into_owned()
-                    .into(),
-            )
-        }),
-        ("regex_split", |v, a, _| {
-            let r = compile_or_fail(a, "regex_split")?;
-            let n = int_arg(a, "regex_split", "n")?;
-            Ok(Value::Array(
-                go_split(&r, string(v, "regex_split")?, n)
-                    .into_iter()
-                    .map(Value::from)
-                    .collect(),
-            ))
-        }),
-        ("div", |v, a, _| {
-            let by = to_int64(arg(a, "div", "by")?);
-            if by == 0 {
-                return Err(tera::Error::msg("`div`: integer divide by zero"));
-            }
-            Ok(Value::from(to_int64(v).wrapping_div(by)))
-        }),
-        ("dig", dig),
-    ];
-    for (name, f) in filters {
-        let (name, f) = (*name, *f);
+    for &(name, f) in FILTERS.iter().flat_map(|family| family.iter()) {
         tera.register_filter(name, move |value: &Value, args: &HashMap<String, Value>| {
             with_active(|budget| {
                 budget.check_time()?;
@@ -341,34 +95,7 @@ pub(crate) fn install(tera: &mut Tera) {
             })
         });
     }
-    let functions: &[(&'static str, FunctionFn)] = &[
-        ("printf", |a, b| {
-            let format = str_arg(a, "printf", "format")?;
-            let args = optional_list(a, "printf", "args")?;
-            go_fmt::sprintf(format, args, b.max_value_bytes())
-                .map(Value::from)
-                .map_err(|e| tera::Error::msg(e.0))
-        }),
-        ("print", |a, _| {
-            Ok(go_fmt::sprint(optional_list(a, "print", "args")?).into())
-        }),
-        ("println", |a, _| {
-            Ok(go_fmt::sprintln(optional_list(a, "println", "args")?).into())
-        }),
-        ("max", |a, _| extreme(a, "max", std::cmp::max)),
-        ("min", |a, _| extreme(a, "min", std::cmp::min)),
-        ("dict", |a, _| {
-            Ok(Value::Object(
-                a.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Map<_, _>>(),
-            ))
-        }),
-        ("coalesce", |a, _| {
-            let values = list(arg(a, "coalesce", "values")?, "coalesce")?;
-            Ok(values.iter().find(|v| !is_empty(v)).cloned().unwrap_or(Value::Null))
-        }),
-    ];
-    for (name, f) in functions {
-        let (name, f) = (*name, *f);
+    for &(name, f) in FUNCTIONS {
         tera.register_function(name, move |args: &HashMap<String, Value>| {
             with_active(|budget| {
                 budget.check_time()?;
@@ -379,6 +106,263 @@ pub(crate) fn install(tera: &mut Tera) {
         });
     }
 }
+
+/// Choosing between values: Go's `and` and `or` results, `default`, `ternary`.
+const CHOICE_FILTERS: &[(&str, FilterFn)] = &[
+    ("if_empty", |v, a, _| {
+        Ok(if is_empty(v) {
+            arg(a, "if_empty", "value")?.clone()
+        } else {
+            v.clone()
+        })
+    }),
+    ("if_not_empty", |v, a, _| {
+        Ok(if is_empty(v) {
+            v.clone()
+        } else {
+            arg(a, "if_not_empty", "value")?.clone()
+        })
+    }),
+    ("ternary", ternary),
+];
+
+/// Strings: tests, trims, sizes, quoting and indentation.
+const STRING_FILTERS: &[(&str, FilterFn)] = &[
+    ("has_prefix", |v, a, _| {
+        Ok(Value::Bool(string(v, "has_prefix")?.starts_with(str_arg(
+            a,
+            "has_prefix",
+            "prefix",
+        )?)))
+    }),
+    ("has_suffix", |v, a, _| {
+        Ok(Value::Bool(string(v, "has_suffix")?.ends_with(str_arg(
+            a,
+            "has_suffix",
+            "suffix",
+        )?)))
+    }),
+    ("contains", |v, a, _| {
+        Ok(Value::Bool(
+            string(v, "contains")?.contains(str_arg(a, "contains", "substr")?),
+        ))
+    }),
+    ("trim_prefix", |v, a, _| {
+        let s = string(v, "trim_prefix")?;
+        Ok(s.strip_prefix(str_arg(a, "trim_prefix", "prefix")?).unwrap_or(s).into())
+    }),
+    ("trim_suffix", |v, a, _| {
+        let s = string(v, "trim_suffix")?;
+        Ok(s.strip_suffix(str_arg(a, "trim_suffix", "suffix")?).unwrap_or(s).into())
+    }),
+    ("trim_all", |v, a, _| {
+        let cut = str_arg(a, "trim_all", "chars")?;
+        Ok(string(v, "trim_all")?.trim_matches(|c| cut.contains(c)).into())
+    }),
+    ("nospace", |v, _, _| {
+        Ok(string(v, "nospace")?
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .into())
+    }),
+    ("sprig_title", |v, _, _| Ok(title(string(v, "sprig_title")?).into())),
+    ("repeat", repeat),
+    ("substr", substr),
+    ("trunc", trunc),
+    ("quote", |v, _, _| {
+        Ok(if v.is_null() {
+            String::new()
+        } else {
+            go_fmt::go_quote(&go_fmt::sprint_value(v), false)
+        }
+        .into())
+    }),
+    ("squote", |v, _, _| {
+        Ok(if v.is_null() {
+            String::new()
+        } else {
+            format!("'{}'", go_fmt::sprint_value(v))
+        }
+        .into())
+    }),
+    ("sprig_indent", |v, a, b| indent(v, a, b, "sprig_indent", false)),
+    ("nindent", |v, a, b| indent(v, a, b, "nindent", true)),
+];
+
+/// Lists and maps.
+const COLLECTION_FILTERS: &[(&str, FilterFn)] = &[
+    ("has", has),
+    ("has_key", has_key),
+    ("len", len),
+    ("keys", keys),
+    ("values", |v, _, b| {
+        Ok(Value::Array(
+            range_items(v, "values", b)?.into_iter().map(|(_, v)| v).collect(),
+        ))
+    }),
+    ("entries", |v, _, b| {
+        Ok(Value::Array(
+            range_items(v, "entries", b)?
+                .into_iter()
+                .map(|(k, v)| Value::Array(vec![k, v]))
+                .collect(),
+        ))
+    }),
+    ("uniq", |v, _, _| {
+        let mut out: Vec<Value> = Vec::new();
+        for item in list(v, "uniq")? {
+            if !out.contains(item) {
+                out.push(item.clone());
+            }
+        }
+        Ok(Value::Array(out))
+    }),
+    ("sort_alpha", sort_alpha),
+    ("rest", |v, _, _| {
+        Ok(Value::Array(list(v, "rest")?.iter().skip(1).cloned().collect()))
+    }),
+    ("initial", |v, _, _| {
+        let l = list(v, "initial")?;
+        Ok(Value::Array(l[..l.len().saturating_sub(1)].to_vec()))
+    }),
+    ("compact", |v, _, _| {
+        Ok(Value::Array(
+            list(v, "compact")?.iter().filter(|x| !is_empty(x)).cloned().collect(),
+        ))
+    }),
+    ("append", |v, a, _| {
+        let mut l = list(v, "append")?.clone();
+        l.push(arg(a, "append", "value")?.clone());
+        Ok(Value::Array(l))
+    }),
+    ("prepend", |v, a, _| {
+        let mut l = vec![arg(a, "prepend", "value")?.clone()];
+        l.extend(list(v, "prepend")?.iter().cloned());
+        Ok(Value::Array(l))
+    }),
+    ("without", |v, a, _| {
+        let omit = list(arg(a, "without", "values")?, "without")?;
+        Ok(Value::Array(
+            list(v, "without")?
+                .iter()
+                .filter(|x| !omit.contains(x))
+                .cloned()
+                .collect(),
+        ))
+    }),
+    ("dig", dig),
+];
+
+/// Numbers, text, JSON and the base64 and base32 encodings.
+const CONVERSION_FILTERS: &[(&str, FilterFn)] = &[
+    ("atoi", |v, _, _| Ok(Value::from(atoi(string(v, "atoi")?)))),
+    ("sprig_int", |v, _, _| Ok(Value::from(to_int64(v)))),
+    ("div", |v, a, _| {
+        let by = to_int64(arg(a, "div", "by")?);
+        if by == 0 {
+            return Err(tera::Error::msg("`div`: integer divide by zero"));
+        }
+        Ok(Value::from(to_int64(v).wrapping_div(by)))
+    }),
+    ("to_string", |v, _, _| Ok(go_fmt::sprint_value(v).into())),
+    ("to_json", |v, _, _| Ok(go_json(v, true, false).into())),
+    ("to_raw_json", |v, _, _| Ok(go_json(v, false, false).into())),
+    ("to_pretty_json", |v, _, _| Ok(go_json(v, true, true).into())),
+    ("from_json", |v, _, _| {
+        Ok(serde_json::from_str(string(v, "from_json")?).unwrap_or(Value::Null))
+    }),
+    ("b64enc", |v, _, _| {
+        Ok(base64_encode(string(v, "b64enc")?.as_bytes()).into())
+    }),
+    ("b64dec", |v, _, _| {
+        decoded(base64_decode(string(v, "b64dec")?.as_bytes()), "b64dec")
+    }),
+    ("b32enc", |v, _, _| {
+        Ok(base32_encode(string(v, "b32enc")?.as_bytes()).into())
+    }),
+    ("b32dec", |v, _, _| {
+        decoded(base32_decode(string(v, "b32dec")?.as_bytes()), "b32dec")
+    }),
+];
+
+/// Regular expressions, with Go's syntax and match semantics.
+const REGEX_FILTERS: &[(&str, FilterFn)] = &[
+    ("regex_match", |v, a, _| {
+        // sprig's regexMatch answers false for an invalid expression.
+        let s = string(v, "regex_match")?;
+        Ok(Value::Bool(
+            compile(str_arg(a, "regex_match", "regex")?).is_ok_and(|r| r.is_match(s)),
+        ))
+    }),
+    ("regex_find", |v, a, _| {
+        let r = compile_or_fail(a, "regex_find")?;
+        Ok(r.find(string(v, "regex_find")?).map_or("", |m| m.as_str()).into())
+    }),
+    ("regex_find_all", |v, a, _| {
+        let r = compile_or_fail(a, "regex_find_all")?;
+        let n = int_arg(a, "regex_find_all", "n")?;
+        let s = string(v, "regex_find_all")?;
+        Ok(Value::Array(
+            limit(go_find_all(&r, s), n)
+                .into_iter()
+                .map(|(b, e)| s[b..e].into())
+                .collect(),
+        ))
+    }),
+    ("regex_replace_all", |v, a, _| {
+        let r = compile_or_fail(a, "regex_replace_all")?;
+        let repl = str_arg(a, "regex_replace_all", "replacement")?;
+        Ok(r.replace_all(string(v, "regex_replace_all")?, repl).into_owned().into())
+    }),
+    ("regex_replace_all_literal", |v, a, _| {
+        let r = compile_or_fail(a, "regex_replace_all_literal")?;
+        let repl = str_arg(a, "regex_replace_all_literal", "replacement")?;
+        Ok(
+            r.replace_all(string(v, "regex_replace_all_literal")?, regex::NoExpand(repl))
+                .into_owned()
+                .into(),
+        )
+    }),
+    ("regex_split", |v, a, _| {
+        let r = compile_or_fail(a, "regex_split")?;
+        let n = int_arg(a, "regex_split", "n")?;
+        Ok(Value::Array(
+            go_split(&r, string(v, "regex_split")?, n)
+                .into_iter()
+                .map(Value::from)
+                .collect(),
+        ))
+    }),
+];
+
+/// Functions added for converted templates.
+const FUNCTIONS: &[(&str, FunctionFn)] = &[
+    ("printf", |a, b| {
+        let format = str_arg(a, "printf", "format")?;
+        let args = optional_list(a, "printf", "args")?;
+        go_fmt::sprintf(format, args, b.max_value_bytes())
+            .map(Value::from)
+            .map_err(|e| tera::Error::msg(e.0))
+    }),
+    ("print", |a, _| {
+        Ok(go_fmt::sprint(optional_list(a, "print", "args")?).into())
+    }),
+    ("println", |a, _| {
+        Ok(go_fmt::sprintln(optional_list(a, "println", "args")?).into())
+    }),
+    ("max", |a, _| extreme(a, "max", std::cmp::max)),
+    ("min", |a, _| extreme(a, "min", std::cmp::min)),
+    ("dict", |a, _| {
+        Ok(Value::Object(
+            a.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Map<_, _>>(),
+        ))
+    }),
+    ("coalesce", |a, _| {
+        let values = list(arg(a, "coalesce", "values")?, "coalesce")?;
+        Ok(values.iter().find(|v| !is_empty(v)).cloned().unwrap_or(Value::Null))
+    }),
+];
 
 /// A map's entries by key, as Go's `range`, `fmt` and `encoding/json` order them
 /// (serde_json's map is sorted too, unless a crate turns on `preserve_order`).
