@@ -253,6 +253,13 @@ impl BashHarness {
         );
         self.commands.write_all(line.as_bytes())?;
         self.commands.flush()?;
+        let log = self.dir.path("log");
+        self.finished_run(&log, &out, &err)
+    }
+
+    /// Reads the exit status bash replies for the next script, and what the
+    /// script left in its stub log and output files.
+    fn finished_run(&mut self, log: &Path, out: &Path, err: &Path) -> io::Result<ScriptRun> {
         let mut reply = String::new();
         if self.replies.read_line(&mut reply)? == 0 {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the bash harness exited"));
@@ -261,7 +268,7 @@ impl BashHarness {
             .trim()
             .parse()
             .map_err(|e| io::Error::other(format!("bad status {reply:?}: {e}")))?;
-        let mut events = parse_stub_log(&fs::read(self.dir.path("log"))?).map_err(io::Error::other)?;
+        let mut events = parse_stub_log(&fs::read(log)?).map_err(io::Error::other)?;
         // The harness's own `builtin source` of the case is traced first.
         match events.first() {
             Some(StubEvent::Trace { depth: 0, command }) if command.starts_with("builtin source ") => {
@@ -302,31 +309,12 @@ impl BashHarness {
         self.commands.flush()?;
         let mut runs = Vec::with_capacity(scripts.len());
         for i in 0..scripts.len() {
-            let mut reply = String::new();
-            if self.replies.read_line(&mut reply)? == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the bash harness exited"));
-            }
-            let status = reply
-                .trim()
-                .parse()
-                .map_err(|e| io::Error::other(format!("bad status {reply:?}: {e}")))?;
-            let mut events = parse_stub_log(&fs::read(self.dir.path(&format!("log{i}")))?).map_err(io::Error::other)?;
-            match events.first() {
-                Some(StubEvent::Trace { depth: 0, command }) if command.starts_with("builtin source ") => {
-                    events.remove(0);
-                }
-                other => {
-                    return Err(io::Error::other(format!(
-                        "expected the harness's own trace first, found {other:?}"
-                    )));
-                }
-            }
-            runs.push(ScriptRun {
-                events,
-                stdout: String::from_utf8_lossy(&fs::read(self.dir.path(&format!("out{i}")))?).into_owned(),
-                stderr: String::from_utf8_lossy(&fs::read(self.dir.path(&format!("err{i}")))?).into_owned(),
-                status,
-            });
+            let (log, out, err) = (
+                self.dir.path(&format!("log{i}")),
+                self.dir.path(&format!("out{i}")),
+                self.dir.path(&format!("err{i}")),
+            );
+            runs.push(self.finished_run(&log, &out, &err)?);
         }
         Ok(runs)
     }

@@ -83,7 +83,27 @@ pub(crate) struct AssembleError {
 
 /// `outputs[i]` is the printed expression of the i-th `Output` piece.
 pub(crate) fn assemble(pieces: &[Piece], outputs: &[String]) -> Result<Printed, AssembleError> {
-    // Decide which trimmed runs go back (with a dash) and which stay removed.
+    let restore = restored_trims(pieces);
+    let mut printed = Printed {
+        text: String::new(),
+        map: Vec::new(),
+    };
+    let mut outputs = outputs.iter();
+    let mut i = 0;
+    while i < pieces.len() {
+        if pieces[i].is_tag() {
+            printed.tag(pieces, i, &restore, &mut outputs);
+            i += 1;
+        } else {
+            i = printed.text_node(pieces, i, &restore)?;
+        }
+    }
+    Ok(printed)
+}
+
+/// Which trimmed runs go back (with a dash) and which stay removed, decided for
+/// each tera text node (the pieces between two tags).
+fn restored_trims(pieces: &[Piece]) -> Vec<bool> {
     let mut restore = vec![false; pieces.len()];
     let mut node_start = 0;
     while node_start < pieces.len() {
@@ -98,112 +118,116 @@ pub(crate) fn assemble(pieces: &[Piece], outputs: &[String]) -> Result<Printed, 
         decide_node(pieces, node_start, node_end, &mut restore);
         node_start = node_end;
     }
+    restore
+}
 
-    let mut text = String::new();
-    let mut map = Vec::new();
-    let mut output_index = 0;
-    let mut i = 0;
-    while i < pieces.len() {
-        match &pieces[i] {
-            Piece::Tag { .. } | Piece::Output { .. } => {
-                let (trim_left, trim_right) = pieces[i].trims();
-                let dash_left = trim_left
-                    && i > 0
-                    && restore[i - 1]
-                    && matches!(
-                        pieces[i - 1],
-                        Piece::Trimmed {
-                            side: Side::BeforeTag,
-                            ..
-                        }
-                    );
-                let dash_right = trim_right
-                    && pieces.get(i + 1).is_some_and(|p| {
-                        matches!(
-                            p,
-                            Piece::Trimmed {
-                                side: Side::AfterTag,
-                                ..
-                            }
-                        )
-                    })
-                    && restore[i + 1];
-                let (open, close, body, go) = match &pieces[i] {
-                    Piece::Tag {
-                        kind: TagKind::Statement,
-                        body,
-                        go,
+impl Printed {
+    /// Prints the tag or output `pieces[i]`, with a dash on each side whose
+    /// trimmed white space was restored.
+    fn tag<'o>(
+        &mut self,
+        pieces: &[Piece],
+        i: usize,
+        restore: &[bool],
+        outputs: &mut impl Iterator<Item = &'o String>,
+    ) {
+        let (trim_left, trim_right) = pieces[i].trims();
+        let dash_left = trim_left
+            && i > 0
+            && restore[i - 1]
+            && matches!(
+                pieces[i - 1],
+                Piece::Trimmed {
+                    side: Side::BeforeTag,
+                    ..
+                }
+            );
+        let dash_right = trim_right
+            && pieces.get(i + 1).is_some_and(|p| {
+                matches!(
+                    p,
+                    Piece::Trimmed {
+                        side: Side::AfterTag,
                         ..
-                    } => ("{%", "%}", body.clone(), go.clone()),
-                    Piece::Tag {
-                        kind: TagKind::Comment,
-                        body,
-                        go,
-                        ..
-                    } => ("{#", "#}", body.replace("#}", "# }"), go.clone()),
-                    Piece::Output { go, .. } => {
-                        let body = outputs[output_index].clone();
-                        output_index += 1;
-                        ("{{", "}}", body, go.clone())
                     }
-                    _ => unreachable!(),
-                };
-                let start = text.len();
-                text.push_str(open);
-                if dash_left {
-                    text.push('-');
-                }
-                text.push(' ');
-                text.push_str(&body);
-                text.push(' ');
-                if dash_right {
-                    text.push('-');
-                }
-                text.push_str(close);
-                map.push((start..text.len(), go));
-                i += 1;
+                )
+            })
+            && restore[i + 1];
+        let (open, close, body, go) = match &pieces[i] {
+            Piece::Tag {
+                kind: TagKind::Statement,
+                body,
+                go,
+                ..
+            } => ("{%", "%}", body.clone(), go.clone()),
+            Piece::Tag {
+                kind: TagKind::Comment,
+                body,
+                go,
+                ..
+            } => ("{#", "#}", body.replace("#}", "# }"), go.clone()),
+            Piece::Output { go, .. } => {
+                let body = outputs.next().expect("one printed expression per output").clone();
+                ("{{", "}}", body, go.clone())
             }
-            _ => {
-                // One tera text node: the pieces up to the next tag.
-                let mut end = i;
-                let mut content = String::new();
-                let mut go: Option<Range<usize>> = None;
-                while end < pieces.len() && !pieces[end].is_tag() {
-                    match &pieces[end] {
-                        Piece::Text { text, go: g } => {
-                            content.push_str(text);
-                            go = Some(match go {
-                                None => g.clone(),
-                                Some(r) => r.start.min(g.start)..r.end.max(g.end),
-                            });
-                        }
-                        Piece::Trimmed { text, .. } if restore[end] => content.push_str(text),
-                        _ => {}
-                    }
-                    end += 1;
-                }
-                let go = go.unwrap_or(0..0);
-                let followed_by_tag = end < pieces.len();
-                let start = text.len();
-                if needs_raw(&content, followed_by_tag) {
-                    if content.contains("{% endraw %}") || content.contains("{%endraw%}") {
-                        return Err(AssembleError {
-                            go,
-                            reason: "the text contains `{% endraw %}`, which tera cannot write literally".into(),
-                        });
-                    }
-                    text.push_str("{% raw %}");
-                    text.push_str(&content);
-                    text.push_str("{% endraw %}");
-                } else {
-                    text.push_str(&content);
-                }
-                map.push((start..text.len(), go));
-                i = end;
-            }
+            _ => unreachable!(),
+        };
+        let text = &mut self.text;
+        let start = text.len();
+        text.push_str(open);
+        if dash_left {
+            text.push('-');
         }
+        text.push(' ');
+        text.push_str(&body);
+        text.push(' ');
+        if dash_right {
+            text.push('-');
+        }
+        text.push_str(close);
+        self.map.push((start..text.len(), go));
     }
-    Ok(Printed { text, map })
+
+    /// Prints one tera text node, the pieces from `i` up to the next tag, in
+    /// `{% raw %}` where tera would read it as a tag; returns where it ends.
+    fn text_node(&mut self, pieces: &[Piece], i: usize, restore: &[bool]) -> Result<usize, AssembleError> {
+        let mut end = i;
+        let mut content = String::new();
+        let mut go: Option<Range<usize>> = None;
+        while end < pieces.len() && !pieces[end].is_tag() {
+            match &pieces[end] {
+                Piece::Text { text, go: g } => {
+                    content.push_str(text);
+                    go = Some(match go {
+                        None => g.clone(),
+                        Some(r) => r.start.min(g.start)..r.end.max(g.end),
+                    });
+                }
+                Piece::Trimmed { text, .. } if restore[end] => content.push_str(text),
+                _ => {}
+            }
+            end += 1;
+        }
+        let go = go.unwrap_or(0..0);
+        let followed_by_tag = end < pieces.len();
+        let text = &mut self.text;
+        let start = text.len();
+        if needs_raw(&content, followed_by_tag) {
+            if content.contains("{% endraw %}") || content.contains("{%endraw%}") {
+                return Err(AssembleError {
+                    go,
+                    reason: "the text contains `{% endraw %}`, which tera cannot write literally".into(),
+                });
+            }
+            text.push_str("{% raw %}");
+            text.push_str(&content);
+            text.push_str("{% endraw %}");
+        } else {
+            text.push_str(&content);
+        }
+        self.map.push((start..text.len(), go));
+        Ok(end)
+    }
 }
 
 /// Text tera would read as a tag: it must go in `{% raw %}`.

@@ -87,12 +87,15 @@ impl Keyword {
     }
 }
 
+/// Variables with the spans of their names.
+pub(crate) type Vars = Vec<(String, Range<usize>)>;
+
 /// `$x := cmd | cmd …`
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Pipeline {
     pub span: Range<usize>,
     /// Declared (`:=`) or assigned (`=`) variables, with their spans.
-    pub vars: Vec<(String, Range<usize>)>,
+    pub vars: Vars,
     pub assign: bool,
     pub cmds: Vec<Command>,
 }
@@ -248,97 +251,111 @@ impl ActionLexer<'_> {
             let Some(c) = self.peek() else {
                 return fail(self.start, "unclosed action");
             };
-            let tok = match c {
-                c if is_go_space(c) => {
-                    self.lex_space();
-                    if self.pos == start {
-                        // A single space that belongs to ` -}}`.
-                        continue;
-                    }
-                    Tok::Space
-                }
-                '=' => {
-                    self.pos += 1;
-                    Tok::Assign
-                }
-                ':' => {
-                    if !self.src[self.pos..].starts_with(":=") {
-                        return fail(start, "expected :=");
-                    }
-                    self.pos += 2;
-                    Tok::Declare
-                }
-                '|' => {
-                    self.pos += 1;
-                    Tok::Pipe
-                }
-                '"' => Tok::String(self.lex_quote()?),
-                '`' => Tok::String(self.lex_raw_quote()?),
-                '\'' => Tok::Number(Number::Char(self.lex_char()?)),
-                '$' => {
-                    self.pos += 1;
-                    let name = self.lex_word();
-                    if !self.at_terminator() {
-                        return fail(self.pos, format!("bad character {:?}", self.peek().unwrap_or(' ')));
-                    }
-                    Tok::Variable(format!("${name}"))
-                }
-                '.' => {
-                    if self.src[self.pos + 1..].starts_with(|c: char| c.is_ascii_digit()) {
-                        Tok::Number(self.lex_number()?)
-                    } else {
-                        self.pos += 1;
-                        if self.at_terminator() {
-                            Tok::Dot
-                        } else {
-                            let name = self.lex_word();
-                            if name.is_empty() || !self.at_terminator() {
-                                return fail(self.pos, format!("bad character {:?}", self.peek().unwrap_or(' ')));
-                            }
-                            Tok::Field(name)
-                        }
-                    }
-                }
-                '+' | '-' | '0'..='9' => Tok::Number(self.lex_number()?),
-                '(' => {
-                    self.pos += 1;
-                    self.paren_depth += 1;
-                    Tok::LeftParen
-                }
-                ')' => {
-                    self.pos += 1;
-                    if self.paren_depth == 0 {
-                        return fail(start, "unexpected right paren");
-                    }
-                    self.paren_depth -= 1;
-                    Tok::RightParen
-                }
-                ',' => {
-                    self.pos += 1;
-                    Tok::Comma
-                }
-                c if is_alphanumeric(c) => {
-                    let word = self.lex_word();
-                    if !self.at_terminator() {
-                        return fail(self.pos, format!("bad character {:?}", self.peek().unwrap_or(' ')));
-                    }
-                    match word.as_str() {
-                        "true" => Tok::Bool(true),
-                        "false" => Tok::Bool(false),
-                        "nil" => Tok::Nil,
-                        w => match KEYWORDS.iter().find(|k| **k == w) {
-                            Some(k) => Tok::Keyword(k),
-                            None => Tok::Ident(word),
-                        },
-                    }
-                }
-                c => return fail(start, format!("unexpected {c:?} in command")),
-            };
-            out.push(Token {
-                tok,
-                span: start..self.pos,
-            });
+            if let Some(tok) = self.token(c, start)? {
+                out.push(Token {
+                    tok,
+                    span: start..self.pos,
+                });
+            }
         }
+    }
+
+    /// The token starting with `c` (at `start`), or `None` for a single space
+    /// that belongs to ` -}}`.
+    fn token(&mut self, c: char, start: usize) -> Result<Option<Tok>> {
+        let tok = match c {
+            c if is_go_space(c) => {
+                self.lex_space();
+                if self.pos == start {
+                    return Ok(None);
+                }
+                Tok::Space
+            }
+            '=' => {
+                self.pos += 1;
+                Tok::Assign
+            }
+            ':' => {
+                if !self.src[self.pos..].starts_with(":=") {
+                    return fail(start, "expected :=");
+                }
+                self.pos += 2;
+                Tok::Declare
+            }
+            '|' => {
+                self.pos += 1;
+                Tok::Pipe
+            }
+            '"' => Tok::String(self.lex_quote()?),
+            '`' => Tok::String(self.lex_raw_quote()?),
+            '\'' => Tok::Number(Number::Char(self.lex_char()?)),
+            '$' => self.lex_variable()?,
+            '.' => self.lex_dot()?,
+            '+' | '-' | '0'..='9' => Tok::Number(self.lex_number()?),
+            '(' => {
+                self.pos += 1;
+                self.paren_depth += 1;
+                Tok::LeftParen
+            }
+            ')' => {
+                self.pos += 1;
+                if self.paren_depth == 0 {
+                    return fail(start, "unexpected right paren");
+                }
+                self.paren_depth -= 1;
+                Tok::RightParen
+            }
+            ',' => {
+                self.pos += 1;
+                Tok::Comma
+            }
+            c if is_alphanumeric(c) => self.lex_identifier()?,
+            c => return fail(start, format!("unexpected {c:?} in command")),
+        };
+        Ok(Some(tok))
+    }
+
+    /// `$name` (or `$`).
+    fn lex_variable(&mut self) -> Result<Tok> {
+        self.pos += 1;
+        let name = self.lex_word();
+        if !self.at_terminator() {
+            return fail(self.pos, format!("bad character {:?}", self.peek().unwrap_or(' ')));
+        }
+        Ok(Tok::Variable(format!("${name}")))
+    }
+
+    /// `.`, `.field`, or a number such as `.5`.
+    fn lex_dot(&mut self) -> Result<Tok> {
+        if self.src[self.pos + 1..].starts_with(|c: char| c.is_ascii_digit()) {
+            return Ok(Tok::Number(self.lex_number()?));
+        }
+        self.pos += 1;
+        if self.at_terminator() {
+            return Ok(Tok::Dot);
+        }
+        let name = self.lex_word();
+        if name.is_empty() || !self.at_terminator() {
+            return fail(self.pos, format!("bad character {:?}", self.peek().unwrap_or(' ')));
+        }
+        Ok(Tok::Field(name))
+    }
+
+    /// A function name, keyword, `true`, `false` or `nil`.
+    fn lex_identifier(&mut self) -> Result<Tok> {
+        let word = self.lex_word();
+        if !self.at_terminator() {
+            return fail(self.pos, format!("bad character {:?}", self.peek().unwrap_or(' ')));
+        }
+        Ok(match word.as_str() {
+            "true" => Tok::Bool(true),
+            "false" => Tok::Bool(false),
+            "nil" => Tok::Nil,
+            w => match KEYWORDS.iter().find(|k| **k == w) {
+                Some(k) => Tok::Keyword(k),
+                None => Tok::Ident(word),
+            },
+        })
     }
 
     fn lex_space(&mut self) {
@@ -884,46 +901,7 @@ impl Parser<'_> {
     fn pipeline(&mut self, toks: &mut Tokens<'_>, context: &str, in_range: bool) -> Result<Pipeline> {
         toks.skip_space();
         let start = toks.position(self.src.len());
-        let mut vars = Vec::new();
-        let mut assign = false;
-        // `$x :=`, `$x =`, or in range `$i, $v :=`.
-        let checkpoint = toks.index;
-        if let Some(Token {
-            tok: Tok::Variable(name),
-            span,
-        }) = toks.peek().cloned()
-        {
-            toks.next();
-            toks.skip_space();
-            match toks.peek_tok() {
-                Some(Tok::Declare | Tok::Assign) => {
-                    assign = toks.peek_tok() == Some(&Tok::Assign);
-                    toks.next();
-                    vars.push((name, span));
-                }
-                Some(Tok::Comma) if in_range => {
-                    toks.next();
-                    toks.skip_space();
-                    let Some(Token {
-                        tok: Tok::Variable(second),
-                        span: second_span,
-                    }) = toks.next().cloned()
-                    else {
-                        return fail(span.start, "range can only initialize variables");
-                    };
-                    toks.skip_space();
-                    match toks.next().map(|t| &t.tok) {
-                        Some(Tok::Declare) => {}
-                        Some(Tok::Assign) => assign = true,
-                        _ => return fail(span.start, "range can only initialize variables"),
-                    }
-                    vars.push((name, span));
-                    vars.push((second, second_span));
-                }
-                Some(Tok::Comma) => return fail(span.start, format!("too many declarations in {context}")),
-                _ => toks.index = checkpoint,
-            }
-        }
+        let (vars, assign) = self.declarations(toks, context, in_range)?;
         let mut cmds = Vec::new();
         loop {
             toks.skip_space();
@@ -965,6 +943,53 @@ impl Parser<'_> {
             }
             cmds.push(cmd);
         }
+    }
+
+    /// The variables a pipeline declares (`$x :=`), or assigns (`$x =`, then
+    /// `true`); in range also `$i, $v :=`. Nothing, and no token taken, when it
+    /// starts otherwise.
+    fn declarations(&self, toks: &mut Tokens<'_>, context: &str, in_range: bool) -> Result<(Vars, bool)> {
+        let mut vars = Vec::new();
+        let mut assign = false;
+        // `$x :=`, `$x =`, or in range `$i, $v :=`.
+        let checkpoint = toks.index;
+        if let Some(Token {
+            tok: Tok::Variable(name),
+            span,
+        }) = toks.peek().cloned()
+        {
+            toks.next();
+            toks.skip_space();
+            match toks.peek_tok() {
+                Some(Tok::Declare | Tok::Assign) => {
+                    assign = toks.peek_tok() == Some(&Tok::Assign);
+                    toks.next();
+                    vars.push((name, span));
+                }
+                Some(Tok::Comma) if in_range => {
+                    toks.next();
+                    toks.skip_space();
+                    let Some(Token {
+                        tok: Tok::Variable(second),
+                        span: second_span,
+                    }) = toks.next().cloned()
+                    else {
+                        return fail(span.start, "range can only initialize variables");
+                    };
+                    toks.skip_space();
+                    match toks.next().map(|t| &t.tok) {
+                        Some(Tok::Declare) => {}
+                        Some(Tok::Assign) => assign = true,
+                        _ => return fail(span.start, "range can only initialize variables"),
+                    }
+                    vars.push((name, span));
+                    vars.push((second, second_span));
+                }
+                Some(Tok::Comma) => return fail(span.start, format!("too many declarations in {context}")),
+                _ => toks.index = checkpoint,
+            }
+        }
+        Ok((vars, assign))
     }
 
     fn command(&mut self, toks: &mut Tokens<'_>) -> Result<Command> {

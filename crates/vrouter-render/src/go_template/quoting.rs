@@ -9,6 +9,8 @@
 //! `# comment` is removed (a comment runs nothing, and a value with a newline
 //! would end it).
 
+use std::ops::Range;
+
 use super::assemble::Piece;
 use super::tera_expr::Te;
 use super::translate::Unconvertible;
@@ -41,154 +43,200 @@ pub(crate) type Removed = (usize, String);
 
 pub(crate) fn fix(pieces: Vec<Piece>, kind: TemplateKind) -> Result<(Vec<Piece>, Vec<Removed>), Unconvertible> {
     let mut pieces = pieces;
-    let mut notes = Vec::new();
-    let mut state = State::Normal;
-    let mut region: Option<Region> = None;
-    // Whether the previous character ends a word (for `#`).
-    let mut at_word_start = true;
+    let mut lexer = Lexer {
+        kind,
+        state: State::Normal,
+        region: None,
+        at_word_start: true,
+        notes: Vec::new(),
+    };
     let mut i = 0;
     while i < pieces.len() {
-        match &pieces[i] {
-            Piece::Text { text, .. } => {
-                let text = text.clone();
-                let bytes: Vec<(usize, char)> = text.char_indices().collect();
-                let mut k = 0;
-                let mut jump = None;
-                while k < bytes.len() {
-                    let (offset, c) = bytes[k];
-                    let next = bytes.get(k + 1).map(|x| x.1);
-                    match (state, kind) {
-                        (State::Normal, _) => match c {
-                            '\'' => {
-                                state = State::Single;
-                                region = Some(Region {
-                                    open: (i, offset),
-                                    quote: '\'',
-                                    outputs: 0,
-                                    crosses_tag: false,
-                                });
-                            }
-                            '"' => {
-                                state = State::Double;
-                                region = Some(Region {
-                                    open: (i, offset),
-                                    quote: '"',
-                                    outputs: 0,
-                                    crosses_tag: false,
-                                });
-                            }
-                            '$' if kind == TemplateKind::Commands && next == Some('\'') => {
-                                state = State::AnsiC;
-                                k += 1;
-                            }
-                            '\\' if kind == TemplateKind::Commands => k += 1,
-                            '#' if kind == TemplateKind::Commands && at_word_start => state = State::Comment,
-                            '<' if kind == TemplateKind::Commands && next == Some('<') => state = State::HereDoc,
-                            '/' if kind == TemplateKind::Config && next == Some('*') => {
-                                state = State::Comment;
-                                k += 1;
-                            }
-                            _ => {}
-                        },
-                        (State::Single, TemplateKind::Commands) => {
-                            if c == '\'' {
-                                state = State::Normal;
-                                if let Some(r) = region.take().filter(|r| r.outputs > 0) {
-                                    // Lexing goes on in the text after the closing quote.
-                                    notes.push(quotes_removed(&pieces, &r));
-                                    jump = Some(close(&mut pieces, r, (i, offset), kind)?);
-                                    at_word_start = false;
-                                    break;
-                                }
-                            }
-                        }
-                        (State::Double, _) | (State::Single, TemplateKind::Config) => {
-                            if c == '\\' {
-                                k += 1;
-                            } else if c == region.as_ref().map_or('"', |r| r.quote) {
-                                state = State::Normal;
-                                if let Some(r) = region.take().filter(|r| r.outputs > 0) {
-                                    notes.push(quotes_removed(&pieces, &r));
-                                    jump = Some(close(&mut pieces, r, (i, offset), kind)?);
-                                    at_word_start = false;
-                                    break;
-                                }
-                            }
-                        }
-                        (State::AnsiC, _) => {
-                            if c == '\\' {
-                                k += 1;
-                            } else if c == '\'' {
-                                state = State::Normal;
-                            }
-                        }
-                        (State::Comment, TemplateKind::Commands) => {
-                            if c == '\n' {
-                                state = State::Normal;
-                            }
-                        }
-                        (State::Comment, TemplateKind::Config) => {
-                            if c == '*' && next == Some('/') {
-                                state = State::Normal;
-                                k += 1;
-                            }
-                        }
-                        (State::HereDoc, _) => {}
-                    }
-                    at_word_start = c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '<' | '>');
-                    k += 1;
-                }
-                i = jump.unwrap_or(i + 1);
-            }
-            Piece::Trimmed { .. } => i += 1,
+        i = match &pieces[i] {
+            Piece::Text { .. } => lexer.text(&mut pieces, i)?,
+            Piece::Trimmed { .. } => i + 1,
             Piece::Output { go, .. } => {
                 let at = go.start;
-                match state {
-                    State::Single | State::Double => {
-                        if let Some(r) = region.as_mut() {
-                            r.outputs += 1;
-                        }
-                    }
-                    State::AnsiC => {
-                        return Err(Unconvertible {
-                            at,
-                            construct: "$'…{{ … }}…'".into(),
-                            reason:
-                                "an interpolation inside a `$'…'` string cannot be escaped; move it out of the quotes"
-                                    .into(),
-                        });
-                    }
-                    State::HereDoc => {
-                        return Err(Unconvertible {
-                            at,
-                            construct: "<<".into(),
-                            reason: "an interpolation in a here-document cannot be escaped; pass the value as a command argument".into(),
-                        });
-                    }
-                    State::Comment if kind == TemplateKind::Commands => {
-                        notes.push((
-                            at,
-                            "an interpolation inside a `#` comment was removed: a comment runs nothing, \
-                             and a value with a newline would have ended it"
-                                .to_owned(),
-                        ));
-                        pieces.remove(i);
-                        continue;
-                    }
-                    _ => {}
-                }
-                at_word_start = false;
-                i += 1;
+                lexer.output(&mut pieces, i, at)?
             }
             Piece::Tag { .. } => {
-                if let Some(r) = region.as_mut() {
+                if let Some(r) = lexer.region.as_mut() {
                     r.crosses_tag = true;
                 }
-                i += 1;
+                i + 1
             }
+        };
+    }
+    Ok((pieces, lexer.notes))
+}
+
+/// The quoting state of the template text read so far, as bash (commands) or
+/// the VyOS parser (config) reads it.
+struct Lexer {
+    kind: TemplateKind,
+    state: State,
+    /// The open quoted string, in `State::Single` or `State::Double`.
+    region: Option<Region>,
+    /// Whether the previous character ends a word (for `#`).
+    at_word_start: bool,
+    notes: Vec<Removed>,
+}
+
+/// What a character does to the lexer's reading.
+enum Step {
+    Next,
+    /// The next character is escaped (or is the second of a two-character opening).
+    SkipNext,
+    /// A quoted string holding interpolations ends here.
+    Close(Region),
+}
+
+impl Lexer {
+    /// Reads the text `pieces[i]`; returns the index of the piece to read next
+    /// (a closed string is rewritten, and lexing goes on after its closing quote).
+    fn text(&mut self, pieces: &mut Vec<Piece>, i: usize) -> Result<usize, Unconvertible> {
+        let Piece::Text { text, .. } = &pieces[i] else {
+            unreachable!("called on a text piece")
+        };
+        let chars: Vec<(usize, char)> = text.char_indices().collect();
+        let mut k = 0;
+        while k < chars.len() {
+            let (offset, c) = chars[k];
+            let next = chars.get(k + 1).map(|x| x.1);
+            match self.step(c, next, (i, offset)) {
+                Step::Close(r) => {
+                    self.notes.push(quotes_removed(pieces, &r));
+                    self.at_word_start = false;
+                    return close(pieces, r, (i, offset), self.kind);
+                }
+                Step::SkipNext => k += 1,
+                Step::Next => {}
+            }
+            self.at_word_start = c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '<' | '>');
+            k += 1;
+        }
+        Ok(i + 1)
+    }
+
+    /// The character `c` at `pos` (piece, byte offset), followed by `next`.
+    fn step(&mut self, c: char, next: Option<char>, pos: (usize, usize)) -> Step {
+        match (self.state, self.kind) {
+            (State::Normal, _) => return self.outside_quotes(c, next, pos),
+            (State::Single, TemplateKind::Commands) => {
+                if c == '\'' {
+                    return self.close_quote();
+                }
+            }
+            (State::Double, _) | (State::Single, TemplateKind::Config) => {
+                if c == '\\' {
+                    return Step::SkipNext;
+                }
+                if c == self.region.as_ref().map_or('"', |r| r.quote) {
+                    return self.close_quote();
+                }
+            }
+            (State::AnsiC, _) => {
+                if c == '\\' {
+                    return Step::SkipNext;
+                }
+                if c == '\'' {
+                    self.state = State::Normal;
+                }
+            }
+            (State::Comment, TemplateKind::Commands) => {
+                if c == '\n' {
+                    self.state = State::Normal;
+                }
+            }
+            (State::Comment, TemplateKind::Config) => {
+                if c == '*' && next == Some('/') {
+                    self.state = State::Normal;
+                    return Step::SkipNext;
+                }
+            }
+            (State::HereDoc, _) => {}
+        }
+        Step::Next
+    }
+
+    /// What opens a quote, a comment or a here-document.
+    fn outside_quotes(&mut self, c: char, next: Option<char>, pos: (usize, usize)) -> Step {
+        let commands = self.kind == TemplateKind::Commands;
+        match c {
+            '\'' | '"' => {
+                self.state = if c == '\'' { State::Single } else { State::Double };
+                self.region = Some(Region {
+                    open: pos,
+                    quote: c,
+                    outputs: 0,
+                    crosses_tag: false,
+                });
+            }
+            '$' if commands && next == Some('\'') => {
+                self.state = State::AnsiC;
+                return Step::SkipNext;
+            }
+            '\\' if commands => return Step::SkipNext,
+            '#' if commands && self.at_word_start => self.state = State::Comment,
+            '<' if commands && next == Some('<') => self.state = State::HereDoc,
+            '/' if self.kind == TemplateKind::Config && next == Some('*') => {
+                self.state = State::Comment;
+                return Step::SkipNext;
+            }
+            _ => {}
+        }
+        Step::Next
+    }
+
+    fn close_quote(&mut self) -> Step {
+        self.state = State::Normal;
+        match self.region.take().filter(|r| r.outputs > 0) {
+            Some(r) => Step::Close(r),
+            None => Step::Next,
         }
     }
-    Ok((pieces, notes))
+
+    /// Reads the interpolation `pieces[i]` (at `at` in the Go source); returns
+    /// the index of the piece to read next.
+    fn output(&mut self, pieces: &mut Vec<Piece>, i: usize, at: usize) -> Result<usize, Unconvertible> {
+        match self.state {
+            State::Single | State::Double => {
+                if let Some(r) = self.region.as_mut() {
+                    r.outputs += 1;
+                }
+            }
+            State::AnsiC => {
+                return Err(Unconvertible {
+                    at,
+                    construct: "$'…{{ … }}…'".into(),
+                    reason: "an interpolation inside a `$'…'` string cannot be escaped; move it out of the quotes"
+                        .into(),
+                });
+            }
+            State::HereDoc => {
+                return Err(Unconvertible {
+                    at,
+                    construct: "<<".into(),
+                    reason:
+                        "an interpolation in a here-document cannot be escaped; pass the value as a command argument"
+                            .into(),
+                });
+            }
+            State::Comment if self.kind == TemplateKind::Commands => {
+                self.notes.push((
+                    at,
+                    "an interpolation inside a `#` comment was removed: a comment runs nothing, \
+                     and a value with a newline would have ended it"
+                        .to_owned(),
+                ));
+                pieces.remove(i);
+                return Ok(i);
+            }
+            _ => {}
+        }
+        self.at_word_start = false;
+        Ok(i + 1)
+    }
 }
 
 /// The note for quotes the Go template wrote around values.
@@ -370,102 +418,145 @@ pub(crate) fn merge_words(pieces: Vec<Piece>) -> Vec<Piece> {
             i += 1;
             continue;
         }
-        // The run: outputs, removed white space and plain text, up to a tag or
-        // the first character of a text that ends the word.
-        let mut j = i;
-        let mut stop: Option<(usize, usize)> = None;
-        while j < pieces.len() {
-            match &pieces[j] {
-                Piece::Output { .. } | Piece::Trimmed { .. } => j += 1,
-                Piece::Text { text, .. } => {
-                    let plain_len = text.len() - text.trim_start_matches(plain).len();
-                    if plain_len < text.len() {
-                        stop = Some((j, plain_len));
-                        break;
-                    }
-                    j += 1;
-                }
-                Piece::Tag { .. } => break,
-            }
-        }
-        // The text before, past white space a trim marker removed.
-        let before = out.iter().rposition(|p| !matches!(p, Piece::Trimmed { .. }));
-        let prefix = match before.map(|b| &out[b]) {
-            Some(Piece::Text { text, .. }) => text.len() - text.trim_end_matches(plain).len(),
-            _ => 0,
-        };
-        let inner_words = pieces[i..j]
-            .iter()
-            .filter(|p| matches!(p, Piece::Output { .. }) || matches!(p, Piece::Text { text, .. } if !text.is_empty()))
-            .count();
-        let suffix = stop.map_or(0, |(_, len)| len);
-        if inner_words + usize::from(prefix > 0) + usize::from(suffix > 0) < 2 {
-            // A lone interpolation between separators: unchanged.
-            out.extend(pieces[i..j].iter().cloned());
-            i = j;
-            continue;
-        }
-        let mut parts = Vec::new();
-        let (mut go_start, mut trim_left) = match &pieces[i] {
-            Piece::Output { go, trim_left, .. } => (go.start, *trim_left),
-            _ => unreachable!("runs start at an output"),
-        };
-        if prefix > 0 {
-            // The removed white space between stays removed.
-            out.truncate(before.expect("a text precedes") + 1);
-        }
-        if prefix > 0
-            && let Some(Piece::Text { text, go }) = out.last_mut()
-        {
-            let cut = text.len() - prefix;
-            parts.push(Te::Str(text[cut..].to_owned()));
-            go_start = go.start + cut;
-            text.truncate(cut);
-            go.end = go.start + cut;
-            trim_left = false;
-        }
-        let mut go_end = go_start;
-        let mut trim_right = false;
-        for piece in &pieces[i..j] {
-            match piece {
-                Piece::Output {
-                    te, go, trim_right: r, ..
-                } => {
-                    parts.push(te.clone());
-                    go_end = go.end;
-                    trim_right = *r;
-                }
-                Piece::Text { text, go } if !text.is_empty() => {
-                    parts.push(Te::Str(text.clone()));
-                    go_end = go.end;
-                    trim_right = false;
-                }
-                _ => {}
-            }
-        }
-        let mut after = None;
-        if let Some((k, len)) = stop {
-            if let Piece::Text { text, go } = &pieces[k] {
-                if len > 0 {
-                    parts.push(Te::Str(text[..len].to_owned()));
-                    go_end = go.start + len;
-                    trim_right = false;
-                }
-                after = Some(Piece::Text {
-                    text: text[len..].to_owned(),
-                    go: go.start + len..go.end,
-                });
-            }
-            j = k + 1;
-        }
-        out.push(Piece::Output {
-            te: Te::Concat(parts),
-            trim_left,
-            trim_right,
-            go: go_start..go_end,
-        });
-        out.extend(after);
-        i = j;
+        let (j, stop) = word_run(&pieces, i);
+        i = merge_run(&mut out, &pieces, i..j, stop);
     }
     out
+}
+
+/// The run from the output `pieces[i]`: outputs, removed white space and plain
+/// text, up to a tag or the first character of a text that ends the word. Returns
+/// its end, and that text with the length of its plain start.
+fn word_run(pieces: &[Piece], i: usize) -> (usize, Option<(usize, usize)>) {
+    let mut j = i;
+    while j < pieces.len() {
+        match &pieces[j] {
+            Piece::Output { .. } | Piece::Trimmed { .. } => j += 1,
+            Piece::Text { text, .. } => {
+                let plain_len = text.len() - text.trim_start_matches(plain).len();
+                if plain_len < text.len() {
+                    return (j, Some((j, plain_len)));
+                }
+                j += 1;
+            }
+            Piece::Tag { .. } => break,
+        }
+    }
+    (j, None)
+}
+
+/// Writes the run `pieces[run]` to `out`, as one output if it joins with other
+/// words or plain text before (at the end of `out`) or after (`stop`); returns
+/// the index of the piece after it.
+fn merge_run(out: &mut Vec<Piece>, pieces: &[Piece], run: Range<usize>, stop: Option<(usize, usize)>) -> usize {
+    // The text before, past white space a trim marker removed.
+    let before = out.iter().rposition(|p| !matches!(p, Piece::Trimmed { .. }));
+    let prefix = match before.map(|b| &out[b]) {
+        Some(Piece::Text { text, .. }) => text.len() - text.trim_end_matches(plain).len(),
+        _ => 0,
+    };
+    let inner_words = pieces[run.clone()]
+        .iter()
+        .filter(|p| matches!(p, Piece::Output { .. }) || matches!(p, Piece::Text { text, .. } if !text.is_empty()))
+        .count();
+    let suffix = stop.map_or(0, |(_, len)| len);
+    if inner_words + usize::from(prefix > 0) + usize::from(suffix > 0) < 2 {
+        // A lone interpolation between separators: unchanged.
+        out.extend(pieces[run.clone()].iter().cloned());
+        return run.end;
+    }
+    let mut word = Word::starting_at(&pieces[run.start]);
+    if prefix > 0 {
+        // The removed white space between stays removed.
+        out.truncate(before.expect("a text precedes") + 1);
+        if let Some(Piece::Text { text, go }) = out.last_mut() {
+            word.take_end_of(text, go, prefix);
+        }
+    }
+    for piece in &pieces[run.clone()] {
+        word.add(piece);
+    }
+    let mut next = run.end;
+    let mut after = None;
+    if let Some((k, len)) = stop {
+        if let Piece::Text { text, go } = &pieces[k] {
+            after = Some(word.take_start_of(text, go, len));
+        }
+        next = k + 1;
+    }
+    out.push(word.into_output());
+    out.extend(after);
+    next
+}
+
+/// The parts of one merged word, and the Go source it covers.
+struct Word {
+    parts: Vec<Te>,
+    go: Range<usize>,
+    trim_left: bool,
+    trim_right: bool,
+}
+
+impl Word {
+    fn starting_at(output: &Piece) -> Word {
+        let Piece::Output { go, trim_left, .. } = output else {
+            unreachable!("runs start at an output")
+        };
+        Word {
+            parts: Vec::new(),
+            go: go.start..go.start,
+            trim_left: *trim_left,
+            trim_right: false,
+        }
+    }
+
+    /// Moves the last `len` bytes of the text before (`text`, from `go`) into
+    /// the word.
+    fn take_end_of(&mut self, text: &mut String, go: &mut Range<usize>, len: usize) {
+        let cut = text.len() - len;
+        self.parts.push(Te::Str(text[cut..].to_owned()));
+        self.go = go.start + cut..go.start + cut;
+        text.truncate(cut);
+        go.end = go.start + cut;
+        self.trim_left = false;
+    }
+
+    fn add(&mut self, piece: &Piece) {
+        match piece {
+            Piece::Output { te, go, trim_right, .. } => {
+                self.parts.push(te.clone());
+                self.go.end = go.end;
+                self.trim_right = *trim_right;
+            }
+            Piece::Text { text, go } if !text.is_empty() => {
+                self.parts.push(Te::Str(text.clone()));
+                self.go.end = go.end;
+                self.trim_right = false;
+            }
+            _ => {}
+        }
+    }
+
+    /// Adds the first `len` bytes of the text after (`text`, from `go`) to the
+    /// word; returns the rest of that text.
+    fn take_start_of(&mut self, text: &str, go: &Range<usize>, len: usize) -> Piece {
+        if len > 0 {
+            self.parts.push(Te::Str(text[..len].to_owned()));
+            self.go.end = go.start + len;
+            self.trim_right = false;
+        }
+        Piece::Text {
+            text: text[len..].to_owned(),
+            go: go.start + len..go.end,
+        }
+    }
+
+    fn into_output(self) -> Piece {
+        Piece::Output {
+            te: Te::Concat(self.parts),
+            trim_left: self.trim_left,
+            trim_right: self.trim_right,
+            go: self.go,
+        }
+    }
 }

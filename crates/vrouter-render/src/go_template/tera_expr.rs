@@ -183,17 +183,7 @@ impl<'n> Printer<'n> {
             Te::Int(i) => i.to_string(),
             Te::Float(f) => float_literal(*f)?,
             Te::Bool(b) => b.to_string(),
-            Te::Array(items) => {
-                let mut out = String::from("[");
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    out.push_str(&self.at(item, Slot::ArrayElement, depth + 1)?);
-                }
-                out.push(']');
-                out
-            }
+            Te::Array(items) => self.array(items, depth)?,
             Te::Call(name, args) => format!("{name}({})", self.kwargs(args, depth + 1)?),
             Te::Filter(input, name, args) => {
                 let input = self.at(input, Slot::FilterInput, depth)?;
@@ -225,49 +215,74 @@ impl<'n> Printer<'n> {
                 let h = self.at(haystack, Slot::InHaystack, depth)?;
                 format!("{n} in {h}")
             }
-            Te::Test(path, name, args, negated) => {
-                let not = if *negated { "not " } else { "" };
-                if args.is_empty() {
-                    format!("{} is {not}{name}", print_path(path)?)
-                } else {
-                    let mut printed = Vec::new();
-                    for a in args {
-                        printed.push(self.at(a, Slot::Value, depth + 1)?);
-                    }
-                    format!("{} is {not}{name}({})", print_path(path)?, printed.join(", "))
-                }
-            }
-            Te::Not(inner) => {
-                // tera takes `not` only before a value or a comparison; and where a
-                // value is written, it negates a comparison twice (tera 1.20), so
-                // there the comparison goes to a temporary first.
-                let hoist = match **inner {
-                    Te::Not(_) | Te::And(_) | Te::Or(_) => true,
-                    Te::Cmp(..) => slot != Slot::Condition,
-                    _ => false,
-                };
-                let printed = if hoist {
-                    self.hoist(inner)?
-                } else {
-                    self.at(inner, Slot::Condition, depth)?
-                };
-                format!("not {printed}")
-            }
-            Te::And(items) | Te::Or(items) => {
-                let op = if matches!(te, Te::And(_)) { " and " } else { " or " };
-                let mut printed = Vec::new();
-                for item in items {
-                    let p = self.at(item, Slot::Condition, depth)?;
-                    // `and` binds tighter than `or`: an `or` inside `and` needs parentheses.
-                    let needs_parens = matches!(
-                        (te, item),
-                        (Te::And(_), Te::Or(_)) | (Te::Or(_), Te::Or(_)) | (Te::And(_), Te::And(_))
-                    );
-                    printed.push(if needs_parens { format!("({p})") } else { p });
-                }
-                printed.join(op)
-            }
+            Te::Test(path, name, args, negated) => self.test(path, name, args, *negated, depth)?,
+            Te::Not(inner) => self.not(inner, slot, depth)?,
+            Te::And(items) | Te::Or(items) => self.logical(te, items, depth)?,
         })
+    }
+
+    fn array(&mut self, items: &[Te], depth: usize) -> Result<String, Inexpressible> {
+        let mut out = String::from("[");
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&self.at(item, Slot::ArrayElement, depth + 1)?);
+        }
+        out.push(']');
+        Ok(out)
+    }
+
+    fn test(
+        &mut self,
+        path: &Path,
+        name: &str,
+        args: &[Te],
+        negated: bool,
+        depth: usize,
+    ) -> Result<String, Inexpressible> {
+        let not = if negated { "not " } else { "" };
+        if args.is_empty() {
+            return Ok(format!("{} is {not}{name}", print_path(path)?));
+        }
+        let mut printed = Vec::new();
+        for a in args {
+            printed.push(self.at(a, Slot::Value, depth + 1)?);
+        }
+        Ok(format!("{} is {not}{name}({})", print_path(path)?, printed.join(", ")))
+    }
+
+    fn not(&mut self, inner: &Te, slot: Slot, depth: usize) -> Result<String, Inexpressible> {
+        // tera takes `not` only before a value or a comparison; and where a
+        // value is written, it negates a comparison twice (tera 1.20), so
+        // there the comparison goes to a temporary first.
+        let hoist = match inner {
+            Te::Not(_) | Te::And(_) | Te::Or(_) => true,
+            Te::Cmp(..) => slot != Slot::Condition,
+            _ => false,
+        };
+        let printed = if hoist {
+            self.hoist(inner)?
+        } else {
+            self.at(inner, Slot::Condition, depth)?
+        };
+        Ok(format!("not {printed}"))
+    }
+
+    /// `te` is the `Te::And` or `Te::Or` of `items`.
+    fn logical(&mut self, te: &Te, items: &[Te], depth: usize) -> Result<String, Inexpressible> {
+        let op = if matches!(te, Te::And(_)) { " and " } else { " or " };
+        let mut printed = Vec::new();
+        for item in items {
+            let p = self.at(item, Slot::Condition, depth)?;
+            // `and` binds tighter than `or`: an `or` inside `and` needs parentheses.
+            let needs_parens = matches!(
+                (te, item),
+                (Te::And(_), Te::Or(_)) | (Te::Or(_), Te::Or(_)) | (Te::And(_), Te::And(_))
+            );
+            printed.push(if needs_parens { format!("({p})") } else { p });
+        }
+        Ok(printed.join(op))
     }
 
     fn math_operand(&mut self, te: &Te, op: &str, right: bool, depth: usize) -> Result<String, Inexpressible> {

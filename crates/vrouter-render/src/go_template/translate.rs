@@ -629,52 +629,7 @@ impl<'s> Translator<'s> {
         end: &Tag,
     ) -> Result<()> {
         let vars_before = self.vars.len();
-        let at = pipe.span.start;
-        let head = (|| -> Result<(Vec<String>, Dot)> {
-            let container = self.pipeline_cmds(pipe, Ctx::Value)?;
-            // `range 5` (Go 1.22): 0 to 4.
-            if let (Te::Int(n), 0 | 1) = (&container, pipe.vars.len()) {
-                let n = *n;
-                if n < 0 {
-                    return unconvertible(at, format!("range {n}"), "a negative count");
-                }
-                let name = match pipe.vars.first() {
-                    Some((go, _)) => self.declare(go),
-                    None => self.fresh("i"),
-                };
-                return Ok((
-                    vec![format!("for {name} in range(end={n})")],
-                    Dot::Value(Path::var(name)),
-                ));
-            }
-            match pipe.vars.len() {
-                0 | 1 => {
-                    let name = match pipe.vars.first() {
-                        Some((go, _)) => self.declare(go),
-                        None => {
-                            let base = element_name(&container);
-                            self.fresh(&base)
-                        }
-                    };
-                    let c = self.print(&container.filter("values", vec![]), Slot::Container, at)?;
-                    Ok((vec![format!("for {name} in {c}")], Dot::Value(Path::var(name))))
-                }
-                _ => {
-                    let entry = self.fresh("entry");
-                    let c = self.print(&container.filter("entries", vec![]), Slot::Container, at)?;
-                    let key = self.declare(&pipe.vars[0].0);
-                    let value = self.declare(&pipe.vars[1].0);
-                    Ok((
-                        vec![
-                            format!("for {entry} in {c}"),
-                            format!("set {key} = {entry}.0"),
-                            format!("set {value} = {entry}.1"),
-                        ],
-                        Dot::Value(Path::var(value)),
-                    ))
-                }
-            }
-        })();
+        let head = self.range_head(pipe);
         // The variables of the range belong to the loop: declared at its depth.
         for v in &mut self.vars[vars_before..] {
             v.loop_depth += 1;
@@ -682,38 +637,17 @@ impl<'s> Translator<'s> {
         match head {
             Ok((statements, dot)) => {
                 self.emit(tag, statements);
-                self.loop_depth += 1;
-                self.dots.push(dot);
-                self.nodes(body);
-                self.dots.pop();
-                self.loop_depth -= 1;
-                if let Some((else_tag, else_body)) = otherwise {
-                    // tera ignores the dashes of a for loop's `else` and of
-                    // everything in its body, and the left dash of its `endfor`
-                    // trims the loop body instead.
-                    self.no_dashes += 1;
-                    self.emit(else_tag, vec!["else".into()]);
-                    self.nodes(else_body);
-                    self.emit(end, vec!["endfor".into()]);
-                    self.no_dashes -= 1;
-                    if end.trim_right
-                        && self.no_dashes == 0
-                        && let Some(Piece::Tag { trim_right, .. }) = self.pieces.last_mut()
-                    {
-                        *trim_right = true;
-                    }
-                } else {
-                    self.emit(end, vec!["endfor".into()]);
+                self.loop_body(dot, body);
+                match otherwise {
+                    Some((else_tag, else_body)) => self.range_else(else_tag, else_body, end),
+                    None => self.emit(end, vec!["endfor".into()]),
                 }
             }
             Err(u) => {
+                // The body is still translated, for its problems, and dropped.
                 self.problem(u);
                 let mark = self.pieces.len();
-                self.loop_depth += 1;
-                self.dots.push(Dot::Root);
-                self.nodes(body);
-                self.dots.pop();
-                self.loop_depth -= 1;
+                self.loop_body(Dot::Root, body);
                 if let Some((_, else_body)) = otherwise {
                     self.nodes(else_body);
                 }
@@ -722,6 +656,78 @@ impl<'s> Translator<'s> {
         }
         self.vars.truncate(vars_before);
         Ok(())
+    }
+
+    /// The statements that open the tera loop for `range pipe`, and what `.` is
+    /// in its body.
+    fn range_head(&mut self, pipe: &Pipeline) -> Result<(Vec<String>, Dot)> {
+        let at = pipe.span.start;
+        let container = self.pipeline_cmds(pipe, Ctx::Value)?;
+        // `range 5` (Go 1.22): 0 to 4.
+        if let (Te::Int(n), 0 | 1) = (&container, pipe.vars.len()) {
+            let n = *n;
+            if n < 0 {
+                return unconvertible(at, format!("range {n}"), "a negative count");
+            }
+            let name = match pipe.vars.first() {
+                Some((go, _)) => self.declare(go),
+                None => self.fresh("i"),
+            };
+            return Ok((
+                vec![format!("for {name} in range(end={n})")],
+                Dot::Value(Path::var(name)),
+            ));
+        }
+        if pipe.vars.len() <= 1 {
+            let name = match pipe.vars.first() {
+                Some((go, _)) => self.declare(go),
+                None => {
+                    let base = element_name(&container);
+                    self.fresh(&base)
+                }
+            };
+            let c = self.print(&container.filter("values", vec![]), Slot::Container, at)?;
+            return Ok((vec![format!("for {name} in {c}")], Dot::Value(Path::var(name))));
+        }
+        let entry = self.fresh("entry");
+        let c = self.print(&container.filter("entries", vec![]), Slot::Container, at)?;
+        let key = self.declare(&pipe.vars[0].0);
+        let value = self.declare(&pipe.vars[1].0);
+        Ok((
+            vec![
+                format!("for {entry} in {c}"),
+                format!("set {key} = {entry}.0"),
+                format!("set {value} = {entry}.1"),
+            ],
+            Dot::Value(Path::var(value)),
+        ))
+    }
+
+    /// A loop body, with `.` as `dot`.
+    fn loop_body(&mut self, dot: Dot, body: &[Node]) {
+        self.loop_depth += 1;
+        self.dots.push(dot);
+        self.nodes(body);
+        self.dots.pop();
+        self.loop_depth -= 1;
+    }
+
+    /// A range's `else` branch and its `end`.
+    fn range_else(&mut self, else_tag: &Tag, else_body: &[Node], end: &Tag) {
+        // tera ignores the dashes of a for loop's `else` and of everything in
+        // its body, and the left dash of its `endfor` trims the loop body
+        // instead.
+        self.no_dashes += 1;
+        self.emit(else_tag, vec!["else".into()]);
+        self.nodes(else_body);
+        self.emit(end, vec!["endfor".into()]);
+        self.no_dashes -= 1;
+        if end.trim_right
+            && self.no_dashes == 0
+            && let Some(Piece::Tag { trim_right, .. }) = self.pieces.last_mut()
+        {
+            *trim_right = true;
+        }
     }
 
     // ---------------------------------------------------------------- expressions

@@ -22,47 +22,8 @@ pub(crate) fn sprintf(format: &str, args: &[Value], limit: usize) -> Result<Stri
     let mut rest = format;
     while let Some(percent) = rest.find('%') {
         out.push_str(&rest[..percent]);
-        rest = &rest[percent + 1..];
-        let mut spec = Spec::default();
-        // Flags.
-        loop {
-            match rest.chars().next() {
-                Some('#') => spec.sharp = true,
-                Some('0') => spec.zero = !spec.minus,
-                Some('+') => spec.plus = true,
-                Some('-') => {
-                    spec.minus = true;
-                    spec.zero = false;
-                }
-                Some(' ') => spec.space = true,
-                _ => break,
-            }
-            rest = &rest[1..];
-        }
-        if rest.starts_with('[') || rest.starts_with('*') {
-            return Err(FormatError(
-                "printf: argument indexes (`%[1]d`) and `*` widths are not supported".into(),
-            ));
-        }
-        let digits = rest.chars().take_while(char::is_ascii_digit).count();
-        if digits > 0 {
-            spec.width = Some(parse_bounded(&rest[..digits], limit)?);
-            rest = &rest[digits..];
-        }
-        if let Some(after) = rest.strip_prefix('.') {
-            if after.starts_with('[') || after.starts_with('*') {
-                return Err(FormatError(
-                    "printf: argument indexes (`%[1]d`) and `*` precisions are not supported".into(),
-                ));
-            }
-            let digits = after.chars().take_while(char::is_ascii_digit).count();
-            spec.precision = Some(if digits == 0 {
-                0
-            } else {
-                parse_bounded(&after[..digits], limit)?
-            });
-            rest = &after[digits..];
-        }
+        let (mut spec, after_spec) = parse_spec(&rest[percent + 1..], limit)?;
+        rest = after_spec;
         let Some(verb) = rest.chars().next() else {
             out.push_str("%!(NOVERB)");
             break;
@@ -91,21 +52,69 @@ pub(crate) fn sprintf(format: &str, args: &[Value], limit: usize) -> Result<Stri
     }
     out.push_str(rest);
     if arg < args.len() {
-        out.push_str("%!(EXTRA ");
-        let extra: Vec<String> = args[arg..]
-            .iter()
-            .map(|v| match v {
-                Value::Null => "<nil>".to_owned(),
-                v => format!("{}={}", type_name(v), sprint_value(v)),
-            })
-            .collect();
-        out.push_str(&extra.join(", "));
-        out.push(')');
+        out.push_str(&extra_args(&args[arg..]));
     }
     if out.len() > limit {
         return Err(FormatError(format!("printf: the output is larger than {limit} bytes")));
     }
     Ok(out)
+}
+
+/// The flags, width and precision after a `%`, and the text after them.
+fn parse_spec(mut rest: &str, limit: usize) -> Result<(Spec, &str), FormatError> {
+    let mut spec = Spec::default();
+    // Flags.
+    loop {
+        match rest.chars().next() {
+            Some('#') => spec.sharp = true,
+            Some('0') => spec.zero = !spec.minus,
+            Some('+') => spec.plus = true,
+            Some('-') => {
+                spec.minus = true;
+                spec.zero = false;
+            }
+            Some(' ') => spec.space = true,
+            _ => break,
+        }
+        rest = &rest[1..];
+    }
+    if rest.starts_with('[') || rest.starts_with('*') {
+        return Err(FormatError(
+            "printf: argument indexes (`%[1]d`) and `*` widths are not supported".into(),
+        ));
+    }
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    if digits > 0 {
+        spec.width = Some(parse_bounded(&rest[..digits], limit)?);
+        rest = &rest[digits..];
+    }
+    if let Some(after) = rest.strip_prefix('.') {
+        if after.starts_with('[') || after.starts_with('*') {
+            return Err(FormatError(
+                "printf: argument indexes (`%[1]d`) and `*` precisions are not supported".into(),
+            ));
+        }
+        let digits = after.chars().take_while(char::is_ascii_digit).count();
+        spec.precision = Some(if digits == 0 {
+            0
+        } else {
+            parse_bounded(&after[..digits], limit)?
+        });
+        rest = &after[digits..];
+    }
+    Ok((spec, rest))
+}
+
+/// Go's note for arguments no verb used: `%!(EXTRA int=1, string=a)`.
+fn extra_args(args: &[Value]) -> String {
+    let extra: Vec<String> = args
+        .iter()
+        .map(|v| match v {
+            Value::Null => "<nil>".to_owned(),
+            v => format!("{}={}", type_name(v), sprint_value(v)),
+        })
+        .collect();
+    format!("%!(EXTRA {})", extra.join(", "))
 }
 
 fn parse_bounded(digits: &str, limit: usize) -> Result<usize, FormatError> {
@@ -303,17 +312,11 @@ fn format_string(out: &mut String, spec: &Spec, verb: char, s: &str, value: &Val
 }
 
 fn format_int(out: &mut String, spec: &Spec, verb: char, negative: bool, magnitude: u64, value: &Value) {
+    if number_as_text(out, spec, verb, value) {
+        return;
+    }
     let (base, upper) = match verb {
         'd' => (10, false),
-        // A number's text, as the Go operator printed its json.Number.
-        'v' | 's' => {
-            spec.pad(out, &number_text_of(value), spec.zero);
-            return;
-        }
-        'q' => {
-            spec.pad(out, &go_quote(&number_text_of(value), spec.plus), spec.zero);
-            return;
-        }
         'b' => (2, false),
         'o' | 'O' => (8, false),
         'x' => (16, false),
@@ -326,28 +329,43 @@ fn format_int(out: &mut String, spec: &Spec, verb: char, negative: bool, magnitu
             return;
         }
         'U' => {
-            let mut text = if negative {
-                format!("U+{:04X}", (magnitude as i64).wrapping_neg() as u64)
-            } else {
-                format!("U+{magnitude:04X}")
-            };
-            if spec.sharp
-                && let Some(c) = char_of(negative, magnitude).filter(|c| !c.is_control())
-            {
-                text.push_str(&format!(" '{c}'"));
-            }
-            spec.pad(out, &text, false);
+            spec.pad(out, &code_point(spec, negative, magnitude), false);
             return;
         }
-        'e' | 'E' | 'f' | 'F' | 'g' | 'G' => {
-            bad_verb(out, verb, value);
-            return;
-        }
+        // Floats' verbs, and any other, do not apply to an integer.
         _ => {
             bad_verb(out, verb, value);
             return;
         }
     };
+    format_in_base(out, spec, verb, (base, upper), negative, magnitude);
+}
+
+/// `%U`: `U+0041`, and with `#` the character too (`U+0041 'A'`).
+fn code_point(spec: &Spec, negative: bool, magnitude: u64) -> String {
+    let mut text = if negative {
+        format!("U+{:04X}", (magnitude as i64).wrapping_neg() as u64)
+    } else {
+        format!("U+{magnitude:04X}")
+    };
+    if spec.sharp
+        && let Some(c) = char_of(negative, magnitude).filter(|c| !c.is_control())
+    {
+        text.push_str(&format!(" '{c}'"));
+    }
+    text
+}
+
+/// An integer's digits in `base` (upper-case hex if `upper`), with Go's
+/// precision, zero padding, base prefix and sign.
+fn format_in_base(
+    out: &mut String,
+    spec: &Spec,
+    verb: char,
+    (base, upper): (u32, bool),
+    negative: bool,
+    magnitude: u64,
+) {
     let mut digits = match (base, upper) {
         (2, _) => format!("{magnitude:b}"),
         (8, _) => format!("{magnitude:o}"),
@@ -397,6 +415,17 @@ fn format_int(out: &mut String, spec: &Spec, verb: char, negative: bool, magnitu
     spec.pad(out, &format!("{sign}{prefix}{digits}"), false);
 }
 
+/// The string verbs write a number's text, as the Go operator printed its
+/// json.Number; whether `verb` was one of them.
+fn number_as_text(out: &mut String, spec: &Spec, verb: char, value: &Value) -> bool {
+    match verb {
+        'v' | 's' => spec.pad(out, &number_text_of(value), spec.zero),
+        'q' => spec.pad(out, &go_quote(&number_text_of(value), spec.plus), spec.zero),
+        _ => return false,
+    }
+    true
+}
+
 fn number_text_of(value: &Value) -> String {
     match value {
         Value::Number(n) => number_text(n),
@@ -412,16 +441,10 @@ fn char_of(negative: bool, magnitude: u64) -> Option<char> {
 }
 
 fn format_float(out: &mut String, spec: &Spec, verb: char, v: f64, value: &Value) {
+    if number_as_text(out, spec, verb, value) {
+        return;
+    }
     let text = match verb {
-        // The number's text, as the Go operator printed its json.Number.
-        'v' | 's' => {
-            spec.pad(out, &number_text_of(value), spec.zero);
-            return;
-        }
-        'q' => {
-            spec.pad(out, &go_quote(&number_text_of(value), spec.plus), spec.zero);
-            return;
-        }
         'e' | 'E' => format_e(v, spec.precision.unwrap_or(6), verb == 'E'),
         'f' | 'F' => format_f(v, spec.precision.unwrap_or(6)),
         'g' | 'G' => format_g(v, spec.precision, verb == 'G'),
