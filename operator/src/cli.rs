@@ -99,6 +99,16 @@ pub enum Command {
         #[arg(long)]
         strict: bool,
     },
+    /// Show what applying the given manifests (files or directories of
+    /// *.yaml) would change: each VRouterConfig they render against the one
+    /// in the cluster (from KUBECONFIG), as unified diffs, secrets masked.
+    /// Also `kubectl vrouter diff` when installed as `kubectl-vrouter`.
+    /// Exit codes: 0 no differences, 1 differences, 2 invalid manifests or
+    /// the cluster could not be read.
+    Diff {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
     /// Convert the VRouterTemplates of the given manifests (files or
     /// directories of *.yaml) from the Go operator's text/template + sprig to
     /// tera, and print the manifests (or rewrite them with --in-place). Fields

@@ -13,11 +13,11 @@ use vrouter_operator::context::{Context, FactoryProviders, Settings};
 use vrouter_operator::health_and_metrics::{self, Readiness};
 use vrouter_operator::leader::{self, Election};
 use vrouter_operator::metrics::Metrics;
-use vrouter_operator::offline_render;
 use vrouter_operator::tls::ReloadingCert;
 use vrouter_operator::webhooks::review::Admission;
 use vrouter_operator::webhooks::server;
 use vrouter_operator::{controllers, telemetry};
+use vrouter_operator::{diff, offline_render};
 use vrouter_providers::lookup_cache::{self, CachedLookup};
 use vrouter_providers::{FactoryContext, KubeLookup};
 use vrouter_render::TemplateEngine;
@@ -25,7 +25,12 @@ use vrouter_render::TemplateEngine;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.command.is_none() && invoked_as_kubectl_plugin() {
+        eprintln!("usage: kubectl vrouter <render|diff|convert> ...; see kubectl vrouter --help");
+        std::process::exit(diff::EXIT_ERROR);
+    }
     match &args.command {
+        Some(Command::Diff { paths }) => std::process::exit(diff_with_cluster(paths).await),
         Some(Command::Render { paths, script, strict }) => std::process::exit(render_offline(paths, *script, *strict)),
         Some(Command::Convert { paths, in_place }) => std::process::exit(convert_manifests(paths, *in_place)),
         None => {}
@@ -183,6 +188,63 @@ fn convert_manifests(paths: &[std::path::PathBuf], in_place: bool) -> i32 {
         outcome.files.iter().filter(|(_, c)| c.fields > 0).count()
     );
     0
+}
+
+/// Installed as `kubectl-vrouter` on the PATH, kubectl runs this binary for
+/// `kubectl vrouter ...`: there it is a tool, never the operator.
+fn invoked_as_kubectl_plugin() -> bool {
+    std::env::args_os()
+        .next()
+        .and_then(|arg0| {
+            std::path::Path::new(&arg0)
+                .file_name()
+                .map(|n| n.to_string_lossy().starts_with("kubectl-"))
+        })
+        .unwrap_or(false)
+}
+
+async fn diff_with_cluster(paths: &[std::path::PathBuf]) -> i32 {
+    let objects = match offline_render::load(paths) {
+        Ok(objects) => objects,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return diff::EXIT_ERROR;
+        }
+    };
+    let rendered = match offline_render::render_with_warnings(&objects) {
+        Ok(rendered) => rendered,
+        Err(problems) => {
+            for problem in &problems {
+                eprintln!("error: {problem}");
+            }
+            return diff::EXIT_ERROR;
+        }
+    };
+    for warning in &rendered.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let live = match Client::try_default().await {
+        Ok(client) => diff::read_live(&client, &rendered.configs).await,
+        Err(e) => {
+            eprintln!("error: connecting to the Kubernetes API: {e}");
+            return diff::EXIT_ERROR;
+        }
+    };
+    let live = match live {
+        Ok(live) => live,
+        Err(e) => {
+            eprintln!("error: reading from the Kubernetes API: {e}");
+            return diff::EXIT_ERROR;
+        }
+    };
+    let mut code = diff::EXIT_SAME;
+    for (config, live) in rendered.configs.iter().zip(&live) {
+        if let Some(text) = diff::diff_config(config, live) {
+            print!("{text}");
+            code = diff::EXIT_DIFFERS;
+        }
+    }
+    code
 }
 
 fn render_offline(paths: &[std::path::PathBuf], script: bool, strict: bool) -> i32 {

@@ -7,6 +7,7 @@ pub mod escape;
 mod failure_markers;
 pub mod go_template;
 mod merge;
+pub mod secrets;
 pub mod template;
 #[cfg(feature = "test-support")]
 pub mod testing;
