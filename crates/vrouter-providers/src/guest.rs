@@ -2,14 +2,16 @@
 //! through the QEMU guest agent, so readiness, apply and file reads are the
 //! same sequence of agent operations over two different carriers.
 
+use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
+use vrouter_api::ProviderType;
 use vrouter_qga::{GuestFlavor, SUBSTATE_EXITED};
 
 use crate::error::ProviderError;
-use crate::provider::{ExecHandle, ExecOutcome, ExecStatus};
+use crate::provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};
 
 /// Paths and commands inside the guest: the one place the operator names
 /// them. The defaults are the router's (`vrouter_qga::constants` says why
@@ -91,6 +93,62 @@ pub(crate) trait GuestAgent: Send + Sync {
     /// Writes the whole of `content` to `path`, replacing the file.
     async fn write_file(&self, path: &str, content: &[u8]) -> Result<(), ProviderError>;
     async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError>;
+}
+
+/// A provider that reaches the router only through the QEMU guest agent
+/// (KubeVirt, Proxmox VE): it says what differs (its type, how it sees the VM
+/// running, its guest paths and timing), and the rest of [`Provider`] is the
+/// same sequence of agent operations over its carrier.
+#[async_trait]
+pub(crate) trait AgentProvider: GuestAgent + fmt::Debug {
+    const KIND: ProviderType;
+    fn paths(&self) -> &GuestPaths;
+    fn timing(&self) -> GuestTiming;
+    /// Whether the VM runs, as the platform reports it.
+    async fn vm_running(&self) -> Result<bool, ProviderError>;
+}
+
+#[async_trait]
+impl<P: AgentProvider> Provider for P {
+    fn kind(&self) -> ProviderType {
+        P::KIND
+    }
+
+    async fn is_vm_running(&self) -> Result<bool, ProviderError> {
+        self.vm_running().await
+    }
+
+    async fn check_ready(&self) -> Result<(), ProviderError> {
+        check_ready(self, self.paths(), self.timing()).await
+    }
+
+    async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError> {
+        exec_script(self, self.paths(), config, commands, save).await
+    }
+
+    async fn get_exec_status(&self, handle: ExecHandle) -> Result<ExecStatus, ProviderError> {
+        self.exec_status(handle.get()).await
+    }
+
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
+        GuestAgent::read_file(self, path).await
+    }
+
+    async fn read_command_output(&self, argv: &[String]) -> Result<Vec<u8>, ProviderError> {
+        read_command_output(self, argv, self.timing()).await
+    }
+
+    async fn read_startup_config(&self) -> Result<Vec<u8>, ProviderError> {
+        read_startup_config(self, self.paths()).await
+    }
+
+    async fn read_running_config(&self) -> Result<Vec<u8>, ProviderError> {
+        read_running_config(self, self.paths(), self.timing()).await
+    }
+
+    async fn guest_uptime(&self) -> Result<Duration, ProviderError> {
+        guest_uptime(self, self.paths()).await
+    }
 }
 
 /// Runs `argv` and waits for it to exit, within `timing.command_timeout`.

@@ -15,8 +15,8 @@ use vrouter_api::ProviderType;
 use vrouter_qga::{Agent, ExecRequest, ExitStatus, FileLimits, Pid, QgaError, TransportError};
 
 use crate::error::{KubeAccess, ProviderError};
-use crate::guest::{self, GuestAgent, GuestPaths, GuestTiming};
-use crate::provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};
+use crate::guest::{AgentProvider, GuestAgent, GuestPaths, GuestTiming};
+use crate::provider::{ExecOutcome, ExecStatus};
 use launcher::{LABEL_VM_NAME, VmiView};
 use virsh::VirshTransport;
 
@@ -314,48 +314,22 @@ impl GuestAgent for KubeVirtProvider {
 }
 
 #[async_trait]
-impl Provider for KubeVirtProvider {
-    fn kind(&self) -> ProviderType {
-        ProviderType::KubeVirt
+impl AgentProvider for KubeVirtProvider {
+    const KIND: ProviderType = ProviderType::KubeVirt;
+
+    fn paths(&self) -> &GuestPaths {
+        &self.paths
+    }
+
+    fn timing(&self) -> GuestTiming {
+        self.timing
     }
 
     /// A missing VMI, or one in a final phase, is not running.
-    async fn is_vm_running(&self) -> Result<bool, ProviderError> {
+    async fn vm_running(&self) -> Result<bool, ProviderError> {
         Ok(match self.get_vmi().await? {
             None => false,
             Some(vmi) => !vmi_phase(&vmi).is_some_and(|p| FINAL_PHASES.contains(&p)),
         })
-    }
-
-    async fn check_ready(&self) -> Result<(), ProviderError> {
-        guest::check_ready(self, &self.paths, self.timing).await
-    }
-
-    async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError> {
-        guest::exec_script(self, &self.paths, config, commands, save).await
-    }
-
-    async fn get_exec_status(&self, handle: ExecHandle) -> Result<ExecStatus, ProviderError> {
-        self.exec_status(handle.get()).await
-    }
-
-    async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
-        GuestAgent::read_file(self, path).await
-    }
-
-    async fn read_command_output(&self, argv: &[String]) -> Result<Vec<u8>, ProviderError> {
-        guest::read_command_output(self, argv, self.timing).await
-    }
-
-    async fn read_startup_config(&self) -> Result<Vec<u8>, ProviderError> {
-        guest::read_startup_config(self, &self.paths).await
-    }
-
-    async fn read_running_config(&self) -> Result<Vec<u8>, ProviderError> {
-        guest::read_running_config(self, &self.paths, self.timing).await
-    }
-
-    async fn guest_uptime(&self) -> Result<Duration, ProviderError> {
-        guest::guest_uptime(self, &self.paths).await
     }
 }

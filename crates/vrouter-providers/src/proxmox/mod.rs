@@ -17,8 +17,8 @@ use serde_json::json;
 use vrouter_api::ProviderType;
 
 use crate::error::ProviderError;
-use crate::guest::{self, GuestAgent, GuestPaths, GuestTiming};
-use crate::provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};
+use crate::guest::{self, AgentProvider, GuestAgent, GuestPaths, GuestTiming};
+use crate::provider::{ExecOutcome, ExecStatus};
 use api::ErrorKind;
 pub(crate) use http::token_part_is_valid;
 use http::{Answer, Client, Endpoint, Timeouts};
@@ -505,12 +505,18 @@ impl GuestAgent for ProxmoxProvider {
 }
 
 #[async_trait]
-impl Provider for ProxmoxProvider {
-    fn kind(&self) -> ProviderType {
-        ProviderType::Proxmox
+impl AgentProvider for ProxmoxProvider {
+    const KIND: ProviderType = ProviderType::Proxmox;
+
+    fn paths(&self) -> &GuestPaths {
+        &self.paths
     }
 
-    async fn is_vm_running(&self) -> Result<bool, ProviderError> {
+    fn timing(&self) -> GuestTiming {
+        self.timing
+    }
+
+    async fn vm_running(&self) -> Result<bool, ProviderError> {
         match self
             .on_node::<api::VmStatus>(Method::GET, "status/current", None, true)
             .await
@@ -519,37 +525,5 @@ impl Provider for ProxmoxProvider {
             Err(ProviderError::VmNotFound { .. }) => Ok(false),
             Err(e) => Err(e),
         }
-    }
-
-    async fn check_ready(&self) -> Result<(), ProviderError> {
-        guest::check_ready(self, &self.paths, self.timing).await
-    }
-
-    async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError> {
-        guest::exec_script(self, &self.paths, config, commands, save).await
-    }
-
-    async fn get_exec_status(&self, handle: ExecHandle) -> Result<ExecStatus, ProviderError> {
-        self.exec_status(handle.get()).await
-    }
-
-    async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
-        GuestAgent::read_file(self, path).await
-    }
-
-    async fn read_command_output(&self, argv: &[String]) -> Result<Vec<u8>, ProviderError> {
-        guest::read_command_output(self, argv, self.timing).await
-    }
-
-    async fn read_startup_config(&self) -> Result<Vec<u8>, ProviderError> {
-        guest::read_startup_config(self, &self.paths).await
-    }
-
-    async fn read_running_config(&self) -> Result<Vec<u8>, ProviderError> {
-        guest::read_running_config(self, &self.paths, self.timing).await
-    }
-
-    async fn guest_uptime(&self) -> Result<Duration, ProviderError> {
-        guest::guest_uptime(self, &self.paths).await
     }
 }
