@@ -264,28 +264,28 @@ async fn an_unknown_pid_is_a_lost_result<T: Transport>(rig: &Rig<T>) {
     assert!(matches!(error, ProviderError::ExecResultLost { .. }), "{error}");
 }
 
+/// What every provider must do over a real guest's agent channel.
+async fn every_scenario<T: Transport>(rig: &Rig<T>) {
+    apply_and_read_back(rig).await;
+    failed_set_fails_the_apply(rig).await;
+    readiness_follows_the_guest(rig).await;
+    an_unknown_pid_is_a_lost_result(rig).await;
+    a_large_config_arrives_whole(rig).await;
+    without_osinfo_the_os_release_file_is_read(rig).await;
+}
+
 #[tokio::test]
 async fn proxmox_over_the_qemu_chardev() {
     let guest = PROXMOX_GUEST.lease();
     let rig = proxmox_rig(&guest).await;
-    apply_and_read_back(&rig).await;
-    failed_set_fails_the_apply(&rig).await;
-    readiness_follows_the_guest(&rig).await;
-    an_unknown_pid_is_a_lost_result(&rig).await;
-    a_large_config_arrives_whole(&rig).await;
-    without_osinfo_the_os_release_file_is_read(&rig).await;
+    every_scenario(&rig).await;
 }
 
 #[tokio::test]
 async fn kubevirt_through_virsh_and_libvirtd_as_root() {
     let guest = KUBEVIRT_GUEST.lease();
     let rig = kubevirt_rig(&guest, None).await;
-    apply_and_read_back(&rig).await;
-    failed_set_fails_the_apply(&rig).await;
-    readiness_follows_the_guest(&rig).await;
-    an_unknown_pid_is_a_lost_result(&rig).await;
-    a_large_config_arrives_whole(&rig).await;
-    without_osinfo_the_os_release_file_is_read(&rig).await;
+    every_scenario(&rig).await;
 }
 
 #[tokio::test]
