@@ -16,6 +16,21 @@ where
     Api::namespaced(client.clone(), &object.namespace().unwrap_or_default())
 }
 
+/// A namespaced object whose status is written here (every custom resource
+/// of the operator).
+pub trait StatusObject:
+    Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug
+{
+}
+
+impl<K> StatusObject for K where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
 /// Writes `status` when it differs from `current`. The write carries the
 /// object's resourceVersion, so a status changed meanwhile by someone else
 /// (drift detection resetting a phase) is a conflict to retry, not a
@@ -27,10 +42,7 @@ pub async fn patch_status<K, S>(
     status: &S,
 ) -> Result<bool, kube::Error>
 where
-    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: StatusObject,
     S: Serialize + PartialEq,
 {
     if current == Some(status) {
@@ -54,11 +66,7 @@ pub async fn patch_status_keeping_result<K, S>(
     status: &S,
 ) -> Result<bool, kube::Error>
 where
-    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + std::fmt::Debug,
+    K: StatusObject + Serialize,
     S: Serialize + DeserializeOwned + PartialEq + Default,
 {
     let conflict = match patch_status(client, object, Some(current), status).await {
@@ -90,19 +98,12 @@ where
 /// resourceVersion precondition proves `object` was not a stale read. Used
 /// right before an apply is dispatched: a watch cache one event behind must
 /// never make the same apply start twice.
-pub async fn write_status<K, S>(
+pub async fn write_status<K: StatusObject, S: Serialize>(
     client: &kube::Client,
     object: &K,
     current: Option<&S>,
     status: &S,
-) -> Result<K, kube::Error>
-where
-    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-    S: Serialize + PartialEq,
-{
+) -> Result<K, kube::Error> {
     let old = current.map(|c| serde_json::to_value(c).expect("status serializes"));
     let new = serde_json::to_value(status).expect("status serializes");
     let body = match old {

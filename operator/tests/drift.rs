@@ -21,7 +21,7 @@ use vrouter_operator::context::{Context, Settings};
 use vrouter_operator::metrics::Metrics;
 use vrouter_test_apiserver::TestEnv;
 
-use common::{config_phase, create, site, site_idle, start_controllers, wait_for};
+use common::{config_phase, create, site, site_idle, start_controllers, vrouter_status_syncing_every, wait_for};
 
 fn applies(site: &common::Site) -> usize {
     site.routers["r1"]
@@ -89,21 +89,9 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
     .await;
 
     // The VRouterStatus appears, owned by the config; make it sync fast.
-    let statuses = ns.api::<VRouterStatus>();
-    let vrs = wait_for("the VRouterStatus", Duration::from_secs(30), || async {
-        statuses.get_opt("c").await.ok()?
-    })
-    .await;
+    let vrs = vrouter_status_syncing_every(ns, "c", "1s", Duration::from_secs(30)).await;
     let owner = &vrs.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("VRouterConfig", "c"));
-    statuses
-        .patch(
-            "c",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"syncInterval": "1s"}})),
-        )
-        .await
-        .unwrap();
     let baseline = wait_for("a baseline", Duration::from_secs(30), || async {
         status(&site).await.filter(|s| !s.baseline_hash.is_empty())
     })
@@ -243,19 +231,7 @@ async fn with_drift_repair_off_drift_is_shown_and_never_repaired() {
             .filter(|(p, _, _)| *p == Phase::Applied)
     })
     .await;
-    let statuses = site.ns.api::<VRouterStatus>();
-    wait_for("the VRouterStatus", Duration::from_secs(30), || async {
-        statuses.get_opt("c").await.ok()?
-    })
-    .await;
-    statuses
-        .patch(
-            "c",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"syncInterval": "1s"}})),
-        )
-        .await
-        .unwrap();
+    vrouter_status_syncing_every(&site.ns, "c", "1s", Duration::from_secs(30)).await;
     wait_for("a baseline", Duration::from_secs(30), || async {
         status(&site).await.filter(|s| !s.baseline_hash.is_empty())
     })
@@ -349,19 +325,7 @@ async fn configs_too_large_for_a_config_map_are_reported_not_truncated() {
     let site = drift_site("drift-large").await;
     let ns = &site.ns;
     create_config(&site).await;
-    let statuses = ns.api::<VRouterStatus>();
-    wait_for("the VRouterStatus", Duration::from_secs(60), || async {
-        statuses.get_opt("c").await.ok()?
-    })
-    .await;
-    statuses
-        .patch(
-            "c",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"syncInterval": "1s"}})),
-        )
-        .await
-        .unwrap();
+    vrouter_status_syncing_every(ns, "c", "1s", Duration::from_secs(60)).await;
     wait_for("the ConfigMap", Duration::from_secs(30), || config_map(&site)).await;
 
     // A running config of 1.2 MiB (committed, not saved: no drift, no re-apply).

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
@@ -32,15 +32,15 @@ use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, Provid
 use vrouter_qga::Transport;
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::kube::FakeKubeApi;
-use vrouter_test_peers::proxmox::FakeProxmox;
 use vrouter_test_peers::vm::router::{RouterView, router_overlay};
 use vrouter_test_peers::vm::{ChardevTransport, Domain, Libvirt, QemuGuest, SharedGuest, VirshTransport};
 
-use common::{condition, config_phase, create, final_phase, start_controllers, wait_for};
+use common::{
+    condition, config_phase, create, final_phase, proxmox_cluster_with, start_controllers,
+    vrouter_status_syncing_every, wait_for,
+};
 
 const BOOT_BOUND: Duration = Duration::from_secs(180);
-const TOKEN_ID: &str = "operator@pve!real-guest";
-const TOKEN_SECRET: &str = "7d3e5a10-real-guest-only";
 const VMID: i64 = 100;
 const VMI_NS: &str = "vms";
 const VMI: &str = "vyos-kv";
@@ -111,23 +111,8 @@ async fn proxmox_rig(
     let view = RouterView::new(ChardevTransport::new(guest, Duration::from_secs(60)));
     view.reset().await.unwrap();
     let ns = TestEnv::shared().await.namespace(hint).await;
-    let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
+    let pve = proxmox_cluster_with(&ns, json!({"syncInterval": sync_interval, "checkGuestUptime": true})).await;
     pve.add_guest_vm(VMID, "pve1", guest.clone());
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "pve-token"},
-        "stringData": {"api-token-id": TOKEN_ID, "api-token-secret": TOKEN_SECRET},
-    }))
-    .unwrap();
-    ns.api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    create::<vrouter_api::ProxmoxCluster>(
-        &ns,
-        json!({"metadata": {"name": "pve"}, "spec": {"endpoints": [pve.url(0)], "credentialsRef": {"name": "pve-token"},
-            "insecureSkipTLSVerify": true, "syncInterval": sync_interval, "checkGuestUptime": true}}),
-    )
-    .await;
     create::<VRouterTarget>(
         &ns,
         json!({"metadata": {"name": "r1"}, "spec": {
@@ -258,19 +243,8 @@ fn sha256(bytes: &[u8]) -> String {
 /// config.boot changed in the guest is repaired by one re-apply.
 async fn drift_is_read_from_the_guest<T: Transport>(rig: &Rig<T>, config: &VRouterConfig) {
     let name = config.metadata.name.clone().unwrap();
+    vrouter_status_syncing_every(&rig.ns, &name, "2s", Duration::from_secs(60)).await;
     let statuses = rig.ns.api::<VRouterStatus>();
-    wait_for("the VRouterStatus", Duration::from_secs(60), || async {
-        statuses.get_opt(&name).await.ok()?
-    })
-    .await;
-    statuses
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"syncInterval": "2s"}})),
-        )
-        .await
-        .unwrap();
     let baseline = wait_for("a baseline", Duration::from_secs(90), || async {
         statuses
             .get_opt(&name)
@@ -386,19 +360,8 @@ async fn a_real_reboot_inside_the_guest_forces_exactly_one_re_apply() {
     // drift detection would repair the reset config.boot with a re-apply of
     // its own; it looks again only in an hour here, so what follows the
     // reboot is the reboot detection's doing alone.
+    vrouter_status_syncing_every(&rig.ns, "direct", "1h", Duration::from_secs(60)).await;
     let statuses = rig.ns.api::<VRouterStatus>();
-    wait_for("the VRouterStatus", Duration::from_secs(60), || async {
-        statuses.get_opt("direct").await.ok()?
-    })
-    .await;
-    statuses
-        .patch(
-            "direct",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"syncInterval": "1h"}})),
-        )
-        .await
-        .unwrap();
     wait_for("the drift baseline", Duration::from_secs(90), || async {
         statuses
             .get_opt("direct")

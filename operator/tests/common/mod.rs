@@ -14,13 +14,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use vrouter_api::{Phase, VRouterConfig, VRouterTarget};
+use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
 use vrouter_operator::context::{Context, Providers, Settings};
 use vrouter_operator::controllers;
 use vrouter_operator::metrics::Metrics;
@@ -130,6 +130,12 @@ pub async fn site_idle(hint: &str, targets: &[&str]) -> Site {
 /// An in-test Proxmox VE API, and in `ns` its token Secret `pve-token` and
 /// the ProxmoxCluster `pve` pointing at it.
 pub async fn proxmox_cluster(ns: &TestNamespace) -> FakeProxmox {
+    proxmox_cluster_with(ns, json!({})).await
+}
+
+/// Like [`proxmox_cluster`], with the fields of `spec` added to the
+/// ProxmoxCluster's spec.
+pub async fn proxmox_cluster_with(ns: &TestNamespace, spec: Value) -> FakeProxmox {
     let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "pve-token"},
@@ -140,11 +146,12 @@ pub async fn proxmox_cluster(ns: &TestNamespace) -> FakeProxmox {
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
-    create::<vrouter_api::ProxmoxCluster>(
-        ns,
-        json!({"metadata": {"name": "pve"}, "spec": {"endpoints": [pve.url(0)], "credentialsRef": {"name": "pve-token"}, "insecureSkipTLSVerify": true}}),
-    )
-    .await;
+    let mut full_spec =
+        json!({"endpoints": [pve.url(0)], "credentialsRef": {"name": "pve-token"}, "insecureSkipTLSVerify": true});
+    if let (Some(full), Some(extra)) = (full_spec.as_object_mut(), spec.as_object()) {
+        full.extend(extra.clone());
+    }
+    create::<vrouter_api::ProxmoxCluster>(ns, json!({"metadata": {"name": "pve"}, "spec": full_spec})).await;
     pve
 }
 
@@ -210,6 +217,31 @@ pub fn start_controllers(ctx: &Arc<Context>, namespace: &str) -> watch::Sender<b
         let _ = stopped.wait_for(|s| *s).await;
     }));
     stop
+}
+
+/// Waits (at most `limit`) for the VRouterStatus `name` the operator creates
+/// for an applied config, then makes it read the router every
+/// `sync_interval`; returns it as it was first seen.
+pub async fn vrouter_status_syncing_every(
+    ns: &TestNamespace,
+    name: &str,
+    sync_interval: &str,
+    limit: Duration,
+) -> VRouterStatus {
+    let statuses = ns.api::<VRouterStatus>();
+    let first = wait_for("the VRouterStatus", limit, || async {
+        statuses.get_opt(name).await.ok()?
+    })
+    .await;
+    statuses
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"syncInterval": sync_interval}})),
+        )
+        .await
+        .unwrap();
+    first
 }
 
 /// Polls `check` until it returns `Some`, for at most `limit`: the
