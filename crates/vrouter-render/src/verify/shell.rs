@@ -723,13 +723,19 @@ impl Reader<'_> {
     fn ansi_c_quoted(&mut self) -> Step {
         let start = self.pos;
         self.pos += 2;
+        self.past_unescaped(start, b'\'', ShellPlace::Quoted, "a `$'` quote that is never closed")
+    }
+
+    /// Moves past the first `close` not escaped by a backslash, and marks
+    /// the quote opened at `start` as `place`.
+    fn past_unescaped(&mut self, start: usize, close: u8, place: ShellPlace, unclosed: &str) -> Step {
         loop {
             match self.peek() {
-                None => return self.syntax(start, "a `$'` quote that is never closed"),
+                None => return self.syntax(start, unclosed),
                 Some(b'\\') => self.pos = (self.pos + 2).min(self.s.len()),
-                Some(b'\'') => {
+                Some(b) if b == close => {
                     self.pos += 1;
-                    self.mark(start..self.pos, ShellPlace::Quoted);
+                    self.mark(start..self.pos, place);
                     return Ok(());
                 }
                 Some(_) => self.pos += 1,
@@ -761,18 +767,12 @@ impl Reader<'_> {
     fn backquoted(&mut self) -> Step {
         let start = self.pos;
         self.pos += 1;
-        loop {
-            match self.peek() {
-                None => return self.syntax(start, "a backquote that is never closed"),
-                Some(b'\\') => self.pos = (self.pos + 2).min(self.s.len()),
-                Some(b'`') => {
-                    self.pos += 1;
-                    self.mark(start..self.pos, ShellPlace::Substitution);
-                    return Ok(());
-                }
-                Some(_) => self.pos += 1,
-            }
-        }
+        self.past_unescaped(
+            start,
+            b'`',
+            ShellPlace::Substitution,
+            "a backquote that is never closed",
+        )
     }
 
     fn dollar(&mut self, in_double_quotes: bool) -> Step {
