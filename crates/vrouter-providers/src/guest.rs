@@ -106,6 +106,11 @@ pub(crate) trait AgentProvider: GuestAgent + fmt::Debug {
     fn timing(&self) -> GuestTiming;
     /// Whether the VM runs, as the platform reports it.
     async fn vm_running(&self) -> Result<bool, ProviderError>;
+    /// When the VM's current run began, if the platform records it
+    /// ([`Provider::vm_started_at`]).
+    async fn vm_run_started(&self) -> Result<Option<k8s_openapi::jiff::Timestamp>, ProviderError> {
+        Ok(None)
+    }
 }
 
 #[async_trait]
@@ -148,6 +153,10 @@ impl<P: AgentProvider> Provider for P {
 
     async fn guest_uptime(&self) -> Result<Duration, ProviderError> {
         guest_uptime(self, self.paths()).await
+    }
+
+    async fn vm_started_at(&self) -> Result<Option<k8s_openapi::jiff::Timestamp>, ProviderError> {
+        self.vm_run_started().await
     }
 }
 

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use k8s_openapi::jiff::Timestamp;
 use vrouter_api::ProviderType;
 
 use crate::error::ProviderError;
@@ -118,4 +119,13 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// How long the guest has been up by its own clock (`/proc/uptime`): a
     /// reboot inside the guest starts it over while the VM process stays.
     async fn guest_uptime(&self) -> Result<Duration, ProviderError>;
+
+    /// When the VM's current run began, where the platform keeps a record of
+    /// it: KubeVirt runs a VM as one VirtualMachineInstance per start, so a
+    /// restarted VM is a new VMI with a later creation time. `None` without
+    /// such a record (a Proxmox VM's boots are read from uptimes by the
+    /// ProxmoxCluster sync; vrouter-daemon has none) or without a VM.
+    async fn vm_started_at(&self) -> Result<Option<Timestamp>, ProviderError> {
+        Ok(None)
+    }
 }

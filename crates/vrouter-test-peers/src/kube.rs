@@ -70,6 +70,10 @@ enum Compute {
 #[derive(Default)]
 struct State {
     vmis: Mutex<HashMap<(String, String), Value>>,
+    /// Where VMIs are read instead of `vmis`: a real API server.
+    vmi_source: Option<kube::Client>,
+    /// `(namespace, name, resourceVersion)` of each VMI read from it.
+    vmi_reads: Mutex<Vec<(String, String, String)>>,
     pods: Mutex<Vec<LauncherPod>>,
     execs: Mutex<Vec<ExecSeen>>,
     /// One agent connection at a time per socket, as qemu-ga serves them.
@@ -91,9 +95,25 @@ impl Drop for FakeKubeApi {
 
 impl FakeKubeApi {
     pub async fn start() -> Self {
+        Self::start_with(State::default()).await
+    }
+
+    /// A fake whose VMI reads go to `api_server` (a real one, where the
+    /// operator watches the same VMIs): their uid, creation time and status
+    /// are the API server's. Launcher pods and exec stay the fake's, and
+    /// `put_vmi`/`remove_vmi` have no effect on what it serves.
+    pub async fn start_with_vmis_from(api_server: kube::Client) -> Self {
+        Self::start_with(State {
+            vmi_source: Some(api_server),
+            ..State::default()
+        })
+        .await
+    }
+
+    async fn start_with(state: State) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
         let addr = listener.local_addr().expect("local address");
-        let state = Arc::new(State::default());
+        let state = Arc::new(state);
         let shared = state.clone();
         let task = tokio::spawn(async move {
             loop {
@@ -219,6 +239,17 @@ impl FakeKubeApi {
         pods.push(LauncherPod { pod, compute });
     }
 
+    /// Whether a client read VMI `namespace/name` at `resource_version`
+    /// through this fake (with [`FakeKubeApi::start_with_vmis_from`]).
+    pub fn served_vmi(&self, namespace: &str, name: &str, resource_version: &str) -> bool {
+        self.state
+            .vmi_reads
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(ns, n, v)| ns == namespace && n == name && v == resource_version)
+    }
+
     /// Every exec carried out so far.
     pub fn execs(&self) -> Vec<ExecSeen> {
         self.state.execs.lock().unwrap().clone()
@@ -259,6 +290,9 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Answer {
             "virtualmachineinstances",
             name,
         ] => {
+            if let Some(api_server) = &state.vmi_source {
+                return vmi_from(&state, api_server, ns, name).await;
+            }
             let vmi = state
                 .vmis
                 .lock()
@@ -301,6 +335,25 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Answer {
             "NotFound",
             &format!("the server could not find the requested resource ({path})"),
         ),
+    }
+}
+
+/// A VMI as the real API server has it, or its answer when it has none.
+async fn vmi_from(state: &State, api_server: &kube::Client, ns: &str, name: &str) -> Answer {
+    let resource = kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+        "kubevirt.io",
+        "v1",
+        "VirtualMachineInstance",
+    ));
+    let vmis: kube::Api<kube::core::DynamicObject> = kube::Api::namespaced_with(api_server.clone(), ns, &resource);
+    match vmis.get(name).await {
+        Ok(vmi) => {
+            let version = vmi.metadata.resource_version.clone().unwrap_or_default();
+            state.vmi_reads.lock().unwrap().push((ns.into(), name.into(), version));
+            json_ok(&serde_json::to_value(vmi).expect("a VMI serialises"))
+        }
+        Err(kube::Error::Api(e)) => status(e.code, &e.reason, &e.message),
+        Err(e) => status(502, "BadGateway", &format!("reading the VMI from the API server: {e}")),
     }
 }
 

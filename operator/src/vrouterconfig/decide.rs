@@ -330,6 +330,37 @@ pub fn on_exec_polled(status: &VRouterConfigStatus, clock: Clock, poll: Poll) ->
     }
 }
 
+/// The router's latest boot, as [`dispatch_reason`] and the dispatch's
+/// record of it take it: the target's `lastRebootTime` (a Proxmox reboot
+/// found by the ProxmoxCluster sync) or the start of the VM's current run as
+/// its provider records it (a KubeVirt VMI's creation), whichever is later.
+///
+/// A run that began before the config's last success, when the config
+/// recorded no boot for it, is the run that success went to: applied by the
+/// Go operator (which records none for KubeVirt) or before runs were
+/// recorded. It is not counted, so such a config is not applied again for
+/// the VM it is already on. A run's start is exact, unlike an uptime-derived
+/// `lastRebootTime`, which is why only it is compared with the success.
+pub fn latest_boot(
+    status: &VRouterConfigStatus,
+    target_last_reboot: Option<&Time>,
+    vm_started_at: Option<Timestamp>,
+) -> Option<Time> {
+    let already_applied_to = |started: &Timestamp| {
+        status.last_reboot_handled_time.is_none()
+            && status
+                .last_applied_time
+                .as_ref()
+                .is_some_and(|applied| *started <= applied.0)
+    };
+    let started = vm_started_at.filter(|s| !already_applied_to(s));
+    match (target_last_reboot, started) {
+        (Some(reboot), Some(started)) if started > reboot.0 => Some(Time(started)),
+        (Some(reboot), _) => Some(reboot.clone()),
+        (None, started) => started.map(Time),
+    }
+}
+
 /// Whether an apply must be dispatched (spec §7.2 steps 5 and 6), and why.
 /// Precondition: no exec in flight.
 pub fn dispatch_reason(

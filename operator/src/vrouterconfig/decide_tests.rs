@@ -307,6 +307,82 @@ fn step5_a_reboot_forces_exactly_one_reapply() {
     );
 }
 
+#[test]
+fn step5_the_latest_boot_is_the_later_of_the_targets_reboot_and_the_vm_runs_start() {
+    // A config that recorded the boot its last dispatch went to.
+    let mut s = applied();
+    s.last_reboot_handled_time = Some(time(-100));
+    let cases = [
+        // (target lastRebootTime, the VM run's start, latest boot)
+        (None, None, None),
+        (Some(100), None, Some(100)),
+        (None, Some(100), Some(100)),
+        (None, Some(-50), Some(-50)),
+        (Some(100), Some(200), Some(200)),
+        (Some(200), Some(100), Some(200)),
+        (Some(100), Some(100), Some(100)),
+    ];
+    for (target, started, want) in cases {
+        assert_eq!(
+            latest_boot(&s, target.map(time).as_ref(), started.map(at)),
+            want.map(time),
+            "target {target:?}, VM run started {started:?}"
+        );
+    }
+}
+
+#[test]
+fn step5_a_new_vm_run_forces_exactly_one_reapply_and_the_same_run_none() {
+    // Generation 3 was dispatched to the VMI created at t=50.
+    let mut fresh = VRouterConfigStatus::default();
+    let first_run = latest_boot(&fresh, None, Some(at(50)));
+    assert_eq!(first_run, Some(time(50)), "a config never applied counts any run");
+    fresh = after_dispatch(&fresh, 3, clock(60), 9, first_run.as_ref()).status;
+    assert_eq!(fresh.last_reboot_handled_time, Some(time(50)));
+    let done = on_exec_polled(&fresh, clock(61), Poll::Exited { code: 0, failure: None }).status;
+    let cases = [
+        // (start of the VM run the provider reports now, dispatch?)
+        (50, None),                          // the same VMI: any status change of it
+        (100, Some(DispatchReason::Reboot)), // a new VMI: the VM restarted
+    ];
+    for (started, want) in cases {
+        let boot = latest_boot(&done, None, Some(at(started)));
+        assert_eq!(
+            dispatch_reason(&done, 3, boot.as_ref()),
+            want,
+            "run started at {started}"
+        );
+    }
+    // The re-apply for the new run records it: that run forces no more.
+    let second_run = latest_boot(&done, None, Some(at(100)));
+    let again = after_dispatch(&done, 3, clock(110), 10, second_run.as_ref()).status;
+    let again = on_exec_polled(&again, clock(111), Poll::Exited { code: 0, failure: None }).status;
+    let boot = latest_boot(&again, None, Some(at(100)));
+    assert_eq!(dispatch_reason(&again, 3, boot.as_ref()), None);
+}
+
+#[test]
+fn step5_a_vm_run_older_than_a_success_that_recorded_no_boot_is_the_one_it_went_to() {
+    // Applied at t=0 with no boot recorded: by the Go operator, which
+    // records none for KubeVirt, or before VM runs were recorded.
+    let mut s = applied();
+    s.last_reboot_handled_time = None;
+    let cases = [
+        // (the VM run's start, dispatch?)
+        (-30, None), // the run the apply went to
+        (0, None),   // the same second: not after it
+        (30, Some(DispatchReason::Reboot)),
+    ];
+    for (started, want) in cases {
+        let boot = latest_boot(&s, None, Some(at(started)));
+        assert_eq!(dispatch_reason(&s, 3, boot.as_ref()), want, "run started at {started}");
+    }
+    // The target's lastRebootTime (from uptime, an estimate) keeps its own
+    // rule: any reboot counts while none was handled.
+    let boot = latest_boot(&s, Some(&time(-30)), Some(at(-30)));
+    assert_eq!(dispatch_reason(&s, 3, boot.as_ref()), Some(DispatchReason::Reboot));
+}
+
 // Step 7: dispatch.
 
 #[test]

@@ -12,13 +12,17 @@ pub mod status_sweep;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, controller, watcher};
+use kube::api::Api;
+use kube::core::DynamicObject;
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use vrouter_api::{VRouterConfig, VRouterTarget};
 
 use crate::context::Context;
 use crate::reconciler::{self, Scope, Shutdown};
+use crate::vroutertarget;
 
 pub use reconcile::CONTROLLER;
 
@@ -51,33 +55,140 @@ impl AsRef<Context> for ConfigContext {
 }
 
 /// Runs the VRouterConfig controller until `shutdown`. A target's change
-/// (vmRunning, lastRebootTime) concerns every config that points at it.
+/// (vmRunning, lastRebootTime) concerns every config that points at it; so
+/// does a change of the KubeVirt VMI a target names, when this cluster
+/// serves KubeVirt: a restarted VM is a new VMI, and the config learns of it
+/// from that VMI's events even while the target's status stays as it was.
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
-    let controller = Controller::new(scope.api::<VRouterConfig>(), watcher::Config::default())
+    let wc = watcher::Config::default();
+    let controller = Controller::new(scope.api::<VRouterConfig>(), wc.clone())
         .with_config(controller::Config::default().concurrency(CONFIG_CONCURRENCY));
     let configs = controller.store();
     let by_target = configs.clone();
     let swept = configs.clone();
-    let controller = controller.watches(
-        scope.api::<VRouterTarget>(),
-        watcher::Config::default(),
-        move |target| configs_of_target(&by_target, &target),
-    );
+    let controller = controller.watches(scope.api::<VRouterTarget>(), wc.clone(), move |target| {
+        let configs = by_target.state();
+        configs_of_targets(configs.iter().map(|c| &**c), [&target])
+    });
+    // The VMI's mapping reads the targets from a store of this controller's
+    // own, so it needs nothing from the VRouterTarget controller's wiring.
+    let (targets, targets_writer) = reflector::store::<VRouterTarget>();
+    let watching_targets = reflector(targets_writer, watcher(scope.api::<VRouterTarget>(), wc.clone()))
+        .default_backoff()
+        .for_each(|_| async {});
+    let (controller, watching_targets) = match vroutertarget::vmi_resource(&scope.client).await {
+        Some(resource) => {
+            let by_vmi = configs.clone();
+            let vmis = match &scope.namespace {
+                Some(ns) => Api::<DynamicObject>::namespaced_with(scope.client.clone(), ns, &resource),
+                None => Api::<DynamicObject>::all_with(scope.client.clone(), &resource),
+            };
+            let controller = controller.watches_with(vmis, resource, wc, move |vmi| {
+                let (targets, configs) = (targets.state(), by_vmi.state());
+                let named = vroutertarget::targets_naming_vmi(
+                    &vmi.namespace().unwrap_or_default(),
+                    &vmi.name_any(),
+                    targets.iter().map(|t| &**t),
+                );
+                configs_of_targets(configs.iter().map(|c| &**c), named)
+            });
+            (controller, Some(watching_targets))
+        }
+        None => (controller, None),
+    };
     let ctx = Arc::new(ConfigContext { shared: ctx, configs });
+    let watching_targets = async {
+        if let Some(watching) = watching_targets {
+            tokio::select! {
+                _ = watching => {}
+                _ = shutdown.clone() => {}
+            }
+        }
+    };
     // Every Applied config has its VRouterStatus, however it became Applied.
     futures::join!(
         reconciler::run::<reconcile::ConfigReconciler>(controller, ctx.clone(), shutdown.clone()),
-        status_sweep::run(&ctx, swept, scope, shutdown),
+        status_sweep::run(&ctx, swept, scope, shutdown.clone()),
+        watching_targets,
     );
 }
 
-fn configs_of_target(configs: &Store<VRouterConfig>, target: &VRouterTarget) -> Vec<ObjectRef<VRouterConfig>> {
-    let namespace = target.namespace().unwrap_or_default();
-    let name = target.name_any();
-    configs
-        .state()
+/// The configs that point at one of `targets` (same namespace, by name).
+pub fn configs_of_targets<'a>(
+    configs: impl IntoIterator<Item = &'a VRouterConfig>,
+    targets: impl IntoIterator<Item = &'a VRouterTarget>,
+) -> Vec<ObjectRef<VRouterConfig>> {
+    let targets: Vec<(String, String)> = targets
         .into_iter()
-        .filter(|c| c.namespace().as_deref() == Some(&namespace) && c.spec.target_ref.name == name)
-        .map(|c| ObjectRef::from_obj(&*c))
+        .map(|t| (t.namespace().unwrap_or_default(), t.name_any()))
+        .collect();
+    if targets.is_empty() {
+        return Vec::new();
+    }
+    configs
+        .into_iter()
+        .filter(|c| {
+            let namespace = c.namespace().unwrap_or_default();
+            targets
+                .iter()
+                .any(|(ns, name)| *ns == namespace && c.spec.target_ref.name == *name)
+        })
+        .map(ObjectRef::from_obj)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object<K: serde::de::DeserializeOwned>(kind: &str, namespace: &str, name: &str, spec: &str) -> K {
+        let mut value: serde_json::Value = serde_yaml::from_str(&format!("spec: {spec}")).unwrap();
+        value["apiVersion"] = "vrouter.kojuro.date/v1".into();
+        value["kind"] = kind.into();
+        value["metadata"] = serde_json::json!({"name": name, "namespace": namespace});
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_vmi_event_concerns_only_the_configs_of_the_targets_naming_that_vmi() {
+        let targets: Vec<VRouterTarget> = vec![
+            object("VRouterTarget", "net", "kv-a", "{provider: {kubevirt: {name: vm-a}}}"),
+            object("VRouterTarget", "net", "kv-b", "{provider: {kubevirt: {name: vm-b}}}"),
+            // Its VMI lives in another namespace than the target.
+            object(
+                "VRouterTarget",
+                "net",
+                "kv-far",
+                "{provider: {kubevirt: {name: vm-a, namespace: vms}}}",
+            ),
+            object("VRouterTarget", "lab", "kv-a", "{provider: {kubevirt: {name: vm-a}}}"),
+            object(
+                "VRouterTarget",
+                "net",
+                "pve",
+                "{provider: {type: proxmox, proxmox: {vmid: 100, clusterRef: {name: p}}}}",
+            ),
+        ];
+        let configs: Vec<VRouterConfig> = vec![
+            object("VRouterConfig", "net", "a1", "{targetRef: {name: kv-a}}"),
+            object("VRouterConfig", "net", "a2", "{targetRef: {name: kv-a}}"),
+            object("VRouterConfig", "net", "b", "{targetRef: {name: kv-b}}"),
+            object("VRouterConfig", "net", "far", "{targetRef: {name: kv-far}}"),
+            object("VRouterConfig", "lab", "lab-a", "{targetRef: {name: kv-a}}"),
+            object("VRouterConfig", "net", "p", "{targetRef: {name: pve}}"),
+        ];
+        let woken = |ns: &str, vmi: &str| -> Vec<String> {
+            let named = vroutertarget::targets_naming_vmi(ns, vmi, &targets);
+            configs_of_targets(&configs, named)
+                .into_iter()
+                .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+                .collect()
+        };
+        assert_eq!(woken("net", "vm-a"), ["net/a1", "net/a2"]);
+        assert_eq!(woken("net", "vm-b"), ["net/b"]);
+        assert_eq!(woken("vms", "vm-a"), ["net/far"]);
+        assert_eq!(woken("lab", "vm-a"), ["lab/lab-a"]);
+        assert!(woken("net", "vm-c").is_empty(), "no target names it");
+        assert!(woken("other", "vm-a").is_empty(), "same name, other namespace");
+    }
 }

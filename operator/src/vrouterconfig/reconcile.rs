@@ -222,14 +222,23 @@ impl<'a> Apply<'a> {
     }
 
     /// Dispatches an apply when one is due and the router is free; with
-    /// nothing due, creates a VRouterStatus still owed.
+    /// nothing due, creates a VRouterStatus still owed. A VM run that began
+    /// after the last apply (a KubeVirt VMI made anew) is a reboot like the
+    /// target's `lastRebootTime`.
     async fn dispatch(
         &self,
         provider: &dyn Provider,
         generation: i64,
-        last_reboot: Option<&Time>,
+        target_last_reboot: Option<&Time>,
     ) -> Result<Action, Error> {
         let (ctx, config, status, clock) = (self.ctx, self.config, &self.status, self.clock);
+        let started = match provider.vm_started_at().await {
+            Ok(started) => started,
+            Err(e) if e.is_forbidden() => return self.cannot_reach(&e).await,
+            Err(e) => return Err(Error::Retry(e.to_string())),
+        };
+        let last_reboot = decide::latest_boot(status, target_last_reboot, started);
+        let last_reboot = last_reboot.as_ref();
         let Some(reason) = decide::dispatch_reason(status, generation, last_reboot) else {
             if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&self.router, &self.name)
             {

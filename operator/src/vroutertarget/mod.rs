@@ -62,6 +62,19 @@ pub fn targets_for_vmi<'a>(
     vmi_name: &str,
     targets: impl IntoIterator<Item = &'a VRouterTarget>,
 ) -> Vec<kube::runtime::reflector::ObjectRef<VRouterTarget>> {
+    targets_naming_vmi(vmi_namespace, vmi_name, targets)
+        .into_iter()
+        .map(kube::runtime::reflector::ObjectRef::from_obj)
+        .collect()
+}
+
+/// The KubeVirt targets whose VM is the VMI `vmi_namespace/vmi_name`: the
+/// one rule both the target and the config controllers map VMI events by.
+pub fn targets_naming_vmi<'a>(
+    vmi_namespace: &str,
+    vmi_name: &str,
+    targets: impl IntoIterator<Item = &'a VRouterTarget>,
+) -> Vec<&'a VRouterTarget> {
     targets
         .into_iter()
         .filter(|t| {
@@ -70,7 +83,6 @@ pub fn targets_for_vmi<'a>(
             };
             kv.name == vmi_name && t.kubevirt_namespace().as_deref() == Some(vmi_namespace)
         })
-        .map(kube::runtime::reflector::ObjectRef::from_obj)
         .collect()
 }
 

@@ -332,4 +332,15 @@ impl AgentProvider for KubeVirtProvider {
             Some(vmi) => !vmi_phase(&vmi).is_some_and(|p| FINAL_PHASES.contains(&p)),
         })
     }
+
+    /// The VMI's creation time: a VMI is one run of its VM, and the API
+    /// server stamps it once, so it names that run for as long as it lasts
+    /// (a live migration keeps it; a restart makes a new VMI).
+    async fn vm_run_started(&self) -> Result<Option<k8s_openapi::jiff::Timestamp>, ProviderError> {
+        Ok(self
+            .get_vmi()
+            .await?
+            .and_then(|vmi| vmi.metadata.creation_timestamp)
+            .map(|created| created.0))
+    }
 }
