@@ -22,7 +22,6 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 use vrouter_api::constants::{ANNOTATION_PAUSED, LABEL_BINDING, LABEL_TARGET, condition};
 use vrouter_api::manifest::{Manifest, parse_documents_strictly};
-use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
 use vrouter_api::{
     ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate,
 };
@@ -317,8 +316,8 @@ const CONDITIONS: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
-/// The keys the drift controller writes into its Secret.
-const STORED_CONFIG_KEYS: &[&str] = &["startup", "running"];
+/// The keys the drift controller writes into its ConfigMap.
+const CONFIG_MAP_KEYS: &[&str] = &["startup", "running"];
 
 struct Checker {
     kinds: Vec<Kind>,
@@ -360,11 +359,11 @@ impl Checker {
                 return Err(format!("cannot read jsonpath {path:?}"));
             }
         }
-        if kind == "Secret" {
+        if kind == "ConfigMap" {
             return match segments.as_slice() {
-                [data, key] if data == "data" && STORED_CONFIG_KEYS.contains(&key.as_str()) => Ok(()),
+                [data, key] if data == "data" && CONFIG_MAP_KEYS.contains(&key.as_str()) => Ok(()),
                 _ => Err(format!(
-                    "{path:?}: the operator's Secrets hold only .data.startup and .data.running"
+                    "{path:?}: the operator's ConfigMaps hold only .data.startup and .data.running"
                 )),
             };
         }
@@ -462,7 +461,7 @@ impl Checker {
                     _ => {}
                 }
             } else if flag.starts_with('-') {
-                if !["--all-namespaces", "-A", "--watch", "-w", "--overwrite"].contains(&flag.as_str()) {
+                if !["--all-namespaces", "-A", "--watch", "-w"].contains(&flag.as_str()) {
                     return Err(format!("unknown kubectl flag {flag}"));
                 }
             } else {
@@ -538,11 +537,7 @@ impl Checker {
                     .map(|(k, _)| k)
                     .or_else(|| annotation.strip_suffix('-'))
                     .ok_or_else(|| format!("annotation {annotation:?} is neither key=value nor key-"))?;
-                let read = match kind.as_str() {
-                    "Namespace" => ANNOTATION_ALLOWED_TARGET_NAMESPACES,
-                    _ => ANNOTATION_PAUSED,
-                };
-                if key != read {
+                if key != ANNOTATION_PAUSED {
                     return Err(format!("annotation {key:?} is not one the operator reads"));
                 }
             }
@@ -1095,18 +1090,10 @@ fn kubectl_commands_are_checked_against_kinds_conditions_and_fields() {
             None,
         ),
         ("kubectl wait --for=jsonpath='{.status.phase}'=Applied vrc/x", None),
-        ("kubectl get secret vrs-x-config -o jsonpath='{.data.startup}'", None),
+        ("kubectl get cm vrs-x-config -o jsonpath='{.data.startup}'", None),
         (
-            "kubectl get secret vrs-x-config -o jsonpath='{.data.boot}'",
+            "kubectl get cm vrs-x-config -o jsonpath='{.data.boot}'",
             Some("only .data.startup"),
-        ),
-        (
-            "kubectl annotate namespace vms --overwrite vrouter.kojuro.date/allowed-target-namespaces=a,b",
-            None,
-        ),
-        (
-            "kubectl annotate namespace vms vrouter.kojuro.date/paused=true",
-            Some("not one the operator reads"),
         ),
         ("kubectl get vrc -l vrouter.kojuro.date/binding=b", None),
         ("kubectl get vrc -l app=b", Some("label \"app\"")),

@@ -3,8 +3,6 @@
 //! the operator's controllers running for it.
 #![allow(dead_code)]
 
-pub mod https;
-pub mod operator_process;
 pub mod replica;
 pub mod requests;
 pub mod shipped_rbac;
