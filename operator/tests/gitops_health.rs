@@ -11,6 +11,7 @@ use kube::api::{Patch, PatchParams};
 use mlua::{Lua, LuaSerdeExt, SerializeOptions};
 use serde::Serialize;
 use serde_json::{Value, json};
+use vrouter_api::constants::ANNOTATION_PAUSED;
 use vrouter_api::{Phase, ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget};
 use vrouter_operator::context::Settings;
 
@@ -135,7 +136,8 @@ async fn each_kind_reaches_healthy_progressing_and_degraded_as_the_operator_writ
         .patch(
             "good",
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"vrouter.kojuro.date/paused": "true"}}})),
+            // The operator's own annotation name: the Lua check must name the same.
+            &Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION_PAUSED: "true"}}})),
         )
         .await
         .unwrap();
