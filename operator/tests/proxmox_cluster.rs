@@ -84,7 +84,13 @@ async fn the_node_is_tracked_and_cleared_and_synced_is_reported() {
         })
         .await;
     }
-    let pve = cluster(ns).await;
+    // The sync writes the targets' nodes before the cluster's own status:
+    // wait for that status rather than read it the moment the nodes show.
+    let pve = wait_for("the cluster's Synced condition", Duration::from_secs(30), || async {
+        let pve = cluster(ns).await;
+        synced(&pve).map(|_| pve)
+    })
+    .await;
     assert!(pve.finalizers().contains(&"vrouter.kojuro.date/finalizer".to_string()));
     assert!(pve.status.as_ref().unwrap().last_sync_time.is_some());
     let (status, reason, _) = synced(&pve).expect("a Synced condition");
