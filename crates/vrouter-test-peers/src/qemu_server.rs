@@ -53,7 +53,26 @@ fn next_id() -> u64 {
 
 /// Runs one agent command; `Ok` holds the agent's reply object (`return` or
 /// `error`), `Err` the transport failure as qemu-server words it.
+///
+/// The exchange runs to its end even when the caller stops waiting (the
+/// HTTP client of the API call went away): a pveproxy worker finishes the
+/// request it took, and a reply left unread would make the fast tests'
+/// `qemu-ga -m unix-listen` exit, so one client vanishing (a replica killed
+/// mid-call) would take the agent away from the next.
 pub async fn command(socket: &QgaSocket, execute: &str, arguments: Value, timeout: Duration) -> Result<Value, String> {
+    let socket = socket.clone();
+    let execute = execute.to_owned();
+    tokio::spawn(async move { exchange_once(&socket, &execute, arguments, timeout).await })
+        .await
+        .unwrap_or_else(|e| Err(format!("agent exchange failed - {e}")))
+}
+
+async fn exchange_once(
+    socket: &QgaSocket,
+    execute: &str,
+    arguments: Value,
+    timeout: Duration,
+) -> Result<Value, String> {
     let _turn = socket.turn.lock().await;
     let id = next_id();
     let mut stream = UnixStream::connect(&socket.path)
