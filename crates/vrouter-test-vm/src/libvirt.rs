@@ -80,7 +80,14 @@ impl Libvirt {
         for file in ["passwd", "group"] {
             script.push_str(&format!("mount --bind '{}' /etc/{file}\n", root.join(file).display()));
         }
-        script.push_str(&format!("exec '{}'\n", libvirtd.display()));
+        // The default pid file, /run/libvirtd.pid, is outside the private
+        // directories and locked: a second test process's libvirtd would
+        // exit at once (status 1, nothing on stderr).
+        script.push_str(&format!(
+            "exec '{}' --pid-file '{}'\n",
+            libvirtd.display(),
+            root.join("libvirtd.pid").display()
+        ));
         let spawn = Spawn::new(unshare, root.join("libvirtd.log"))
             .args([
                 "--mount",
@@ -148,9 +155,15 @@ impl Libvirt {
         }
     }
 
-    /// What libvirtd printed.
+    /// What libvirtd printed, then the warnings and errors it logged (its
+    /// reasons for exiting go there, not to stderr).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("libvirtd.log")).unwrap_or_default()
+        let read = |name: &str| std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+        format!(
+            "{}\n--- libvirtd's log:\n{}",
+            read("libvirtd.log"),
+            read("libvirtd-debug.log")
+        )
     }
 
     /// The argv that runs `argv` (e.g. `virsh qemu-agent-command ...`) in
