@@ -16,6 +16,9 @@
 //! - `etcd`: `require go.etcd.io/etcd/server/v3 v3.6.16`, with its `../api`-style
 //!   sibling replaces turned into the published modules of the same version.
 //! - `helm`: `require helm.sh/helm/v3 v3.22.0`, which has no `replace` lines.
+//! - `toxiproxy-server`: `require github.com/Shopify/toxiproxy/v2 v2.12.0`, the
+//!   fault proxy the leader-fencing tests put between a replica and the API
+//!   server; no `replace` lines either.
 //!
 //! Each binary is built with `CGO_ENABLED=0` under `nice -n 10` and stamped with
 //! the recipe that built it; when the binary and a matching stamp exist this
@@ -41,6 +44,8 @@ const STAGING_VERSION: &str = "v0.37.2";
 const ETCD_VERSION: &str = "v3.6.16";
 /// The Helm release the chart is rendered and linted with in tests.
 const HELM_VERSION: &str = "v3.22.0";
+/// The Toxiproxy release the fault-injection tests run.
+const TOXIPROXY_VERSION: &str = "v2.12.0";
 /// Bumped whenever the recipe below changes in a way that needs a rebuild.
 const RECIPE_REVISION: u32 = 1;
 
@@ -49,6 +54,7 @@ pub struct Binaries {
     pub kube_apiserver: PathBuf,
     pub etcd: PathBuf,
     pub helm: PathBuf,
+    pub toxiproxy: PathBuf,
     pub vrouter_server: PathBuf,
     pub vrouter_agent: PathBuf,
     /// Our own Go oracles ([`oracles`]), by name.
@@ -112,6 +118,18 @@ const HELM: GoBinary = GoBinary {
     version_banner: || HELM_VERSION.to_owned(),
 };
 
+const TOXIPROXY: GoBinary = GoBinary {
+    name: "toxiproxy-server",
+    module: "github.com/Shopify/toxiproxy/v2",
+    version: TOXIPROXY_VERSION,
+    package: "github.com/Shopify/toxiproxy/v2/cmd/server",
+    replacement: |_, _| None,
+    pinned: TOXIPROXY_VERSION,
+    ldflags: toxiproxy_ldflags,
+    version_args: &["-version"],
+    version_banner: || format!("toxiproxy-server version {}", TOXIPROXY_VERSION.trim_start_matches('v')),
+};
+
 /// `k8s.io/X => ./staging/src/k8s.io/X` becomes `k8s.io/X v0.37.2`.
 fn staging_replacement(left: &str, right: &str) -> Option<String> {
     let staged = right.strip_prefix("./staging/src/")?;
@@ -157,6 +175,14 @@ fn helm_ldflags() -> String {
     flags.join(" ")
 }
 
+/// The version the server reports, as its release build sets it.
+fn toxiproxy_ldflags() -> String {
+    format!(
+        "-s -w -X github.com/Shopify/toxiproxy/v2.Version={}",
+        TOXIPROXY_VERSION.trim_start_matches('v')
+    )
+}
+
 impl GoBinary {
     /// The text of the stamp file: everything that, when changed, needs a rebuild.
     fn stamp(&self) -> String {
@@ -187,6 +213,7 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     println!("testenv: kube-apiserver {}", bins.kube_apiserver.display());
     println!("testenv: etcd           {}", bins.etcd.display());
     println!("testenv: helm           {}", bins.helm.display());
+    println!("testenv: toxiproxy      {}", bins.toxiproxy.display());
     println!("testenv: vrouter-server {}", bins.vrouter_server.display());
     println!("testenv: vrouter-agent  {}", bins.vrouter_agent.display());
     for (name, path) in &bins.oracles {
@@ -207,12 +234,14 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
     let kube_apiserver = ensure_one(&cache, &KUBE_APISERVER)?;
     let etcd = ensure_one(&cache, &ETCD)?;
     let helm = ensure_one(&cache, &HELM)?;
+    let toxiproxy = ensure_one(&cache, &TOXIPROXY)?;
     let [vrouter_server, vrouter_agent] = daemon::ensure(root, &cache)?;
     let oracles = oracles::ensure(root, &cache)?;
     Ok(Binaries {
         kube_apiserver,
         etcd,
         helm,
+        toxiproxy,
         vrouter_server,
         vrouter_agent,
         oracles,
@@ -459,7 +488,7 @@ pub(crate) fn go_output(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
 
 fn go_missing(err: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!(
-        "cannot run the Go toolchain ({err}); building the test kube-apiserver, etcd, helm and vrouter-daemon needs `go` (1.26 or newer) on PATH"
+        "cannot run the Go toolchain ({err}); building the test kube-apiserver, etcd, helm, toxiproxy-server and vrouter-daemon needs `go` (1.26 or newer) on PATH"
     )
 }
 
@@ -540,5 +569,7 @@ mod tests {
         assert!(KUBE_APISERVER.stamp().contains("k8s.io/kubernetes v1.37.2"));
         assert!(KUBE_APISERVER.stamp().contains("gitVersion=v1.37.2"));
         assert!(ETCD.stamp().contains("go.etcd.io/etcd/server/v3 v3.6.16"));
+        assert!(TOXIPROXY.stamp().contains("github.com/Shopify/toxiproxy/v2 v2.12.0"));
+        assert!(TOXIPROXY.stamp().contains("toxiproxy/v2.Version=2.12.0"));
     }
 }

@@ -1,6 +1,6 @@
 //! Finding the binaries that `cargo xtask testenv` builds: `etcd`,
-//! `kube-apiserver`, `helm`, `vrouter-server`, `vrouter-agent`, and the Go oracles
-//! of our own tests.
+//! `kube-apiserver`, `helm`, `vrouter-server`, `vrouter-agent`, `toxiproxy-server`,
+//! and the Go oracles of our own tests.
 
 use std::path::PathBuf;
 
@@ -45,6 +45,14 @@ pub fn vrouter_daemon() -> Result<(PathBuf, PathBuf), Error> {
 /// `cargo xtask testenv` builds from `xtask/oracles/gotemplate`.
 pub fn go_template_oracle() -> Result<PathBuf, Error> {
     locate_one("gotemplate", "VROUTER_GO_TEMPLATE_ORACLE")
+}
+
+/// Toxiproxy's server (`VROUTER_TOXIPROXY` when set, else the cache's
+/// `bin/`): the fault proxy tests put between an operator and the API
+/// server, which `cargo xtask testenv` builds from
+/// `github.com/Shopify/toxiproxy/v2`.
+pub fn toxiproxy_server() -> Result<PathBuf, Error> {
+    locate_one("toxiproxy-server", "VROUTER_TOXIPROXY")
 }
 
 fn locate_one(name: &'static str, env_var: &'static str) -> Result<PathBuf, Error> {

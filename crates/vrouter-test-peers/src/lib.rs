@@ -9,6 +9,8 @@
 //!   `qemu-ga`;
 //! - [`daemon::Daemon`]: the real vrouter-daemon server (with its Redis) and
 //!   [`daemon::Agent`]s, real `vrouter-agent`s whose vbash is the stub one;
+//! - [`toxiproxy::Toxiproxy`]: the real fault proxy, between a client and
+//!   the API server, to partition one operator replica from it;
 //! - [`guest::GuestSandbox`]: the guest-side seams (os-release, a stub
 //!   `systemctl`, a bash that plays vbash) in a temporary directory.
 //!
@@ -22,6 +24,7 @@ pub mod kube;
 pub mod proxmox;
 pub mod qemu_server;
 pub mod tls;
+pub mod toxiproxy;
 pub mod vm;
 
 pub use vrouter_qga::testing::{AgentOptions, AgentProcess, HOW_TO_GET_QEMU_GA};
