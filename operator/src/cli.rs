@@ -57,9 +57,21 @@ pub struct Args {
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
 
-    /// How long a leader's lease lasts without renewal.
+    /// How long a follower waits, after it last saw the Lease renewed,
+    /// before it takes over: the longest a dead leader blocks the others.
+    /// Longer than --renew-deadline; whole seconds.
     #[arg(long, env = "LEASE_DURATION", default_value = "15s")]
     pub lease_duration: Duration,
+
+    /// How long the leader keeps leading without renewing the Lease; past
+    /// it, the replica stops starting work and exits (the kubelet restarts
+    /// it as a follower). Shorter than --lease-duration.
+    #[arg(long, env = "RENEW_DEADLINE", default_value = "10s")]
+    pub renew_deadline: Duration,
+
+    /// How often the Lease is renewed, or its takeover attempted.
+    #[arg(long, env = "RETRY_PERIOD", default_value = "2s")]
+    pub retry_period: Duration,
 
     /// The longest an apply may run before the config is marked Failed.
     #[arg(long, env = "APPLY_TIMEOUT", default_value = "5m")]
@@ -125,6 +137,18 @@ pub enum Command {
     },
 }
 
+impl Args {
+    /// The election's durations, checked ([`crate::leader::Timing::validated`]).
+    pub fn election_timing(&self) -> Result<crate::leader::Timing, crate::leader::TimingError> {
+        crate::leader::Timing {
+            lease_duration: self.lease_duration.to_std(),
+            renew_deadline: self.renew_deadline.to_std(),
+            retry_period: self.retry_period.to_std(),
+        }
+        .validated()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +159,9 @@ mod tests {
         assert!(args.enable_webhooks && args.leader_elect && args.drift_repair);
         assert_eq!(args.apply_timeout, Duration::from_secs(300));
         assert_eq!(args.lease_duration, Duration::from_secs(15));
+        assert_eq!(args.renew_deadline, Duration::from_secs(10));
+        assert_eq!(args.retry_period, Duration::from_secs(2));
+        assert_eq!(args.election_timing(), Ok(crate::leader::Timing::default()));
         assert_eq!(args.lease_name, "d9121dda.kojuro.date", "the Go operator's Lease");
     }
 
@@ -151,6 +178,23 @@ mod tests {
         assert_eq!(args.apply_timeout, Duration::from_secs(90));
         let args = Args::try_parse_from(["vrouter-operator", "--drift-repair=false"]).unwrap();
         assert!(!args.drift_repair);
+        let args = Args::try_parse_from([
+            "vrouter-operator",
+            "--lease-duration=4s",
+            "--renew-deadline=3s",
+            "--retry-period=500ms",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.election_timing().unwrap().retry_period,
+            std::time::Duration::from_millis(500)
+        );
+        let args = Args::try_parse_from(["vrouter-operator", "--renew-deadline=20s"]).unwrap();
+        let err = args.election_timing().unwrap_err().to_string();
+        assert!(
+            err.contains("lease duration (15s) must be longer than the renew deadline (20s)"),
+            "{err}"
+        );
         let err = Args::try_parse_from(["vrouter-operator", "--apply-timeout", "soon"]).unwrap_err();
         assert!(err.to_string().contains("invalid duration \"soon\""), "{err}");
     }

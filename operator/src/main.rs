@@ -80,11 +80,25 @@ async fn main() -> anyhow::Result<()> {
         let _ = stop.send(true);
     });
     match controllers::lead(ctx, candidate.as_mut(), args.watch_namespace.clone(), stopping).await {
-        controllers::Ended::Shutdown => Ok(()),
-        // The kubelet restarts this replica as a follower.
-        controllers::Ended::LostLease => anyhow::bail!("lost the leader lease"),
+        controllers::Ended::Shutdown => {
+            if let Some(candidate) = candidate {
+                candidate.release().await;
+            }
+            Ok(())
+        }
+        controllers::Ended::LostLease => {
+            // Exit at once, without waiting for anything in flight: another
+            // replica may lead already, and nothing of this term (queues,
+            // holds, requests) may go on. The kubelet restarts this replica
+            // as a follower.
+            tracing::error!("lost the leader Lease: exiting");
+            std::process::exit(EXIT_LOST_LEASE);
+        }
     }
 }
+
+/// The exit status of a replica that lost the Lease.
+const EXIT_LOST_LEASE: i32 = 3;
 
 /// Serves the admission webhooks over TLS, with the certificate reloaded
 /// from its files as it rotates, until `stopping` turns true.
@@ -129,8 +143,9 @@ async fn campaign(args: &Args, client: &Client) -> anyhow::Result<leader::Candid
         lease_name: args.lease_name.clone(),
         namespace: args.lease_namespace.clone(),
         identity,
-        duration: args.lease_duration.to_std(),
+        timing: args.election_timing()?,
     };
+    tracing::info!(identity = %election.identity, lease = %election.lease_name, timing = %leader::describe(&election.timing), "competing for the Lease");
     leader::campaign(client.clone(), &election).await
 }
 

@@ -229,6 +229,32 @@ fn the_lease_is_the_go_operators_unless_a_value_names_another() {
     assert_eq!(env_value(&["leaderElection.leaseName=site-a"], "LEASE_NAME"), "site-a");
 }
 
+/// The election's timing is client-go's by default, and each duration has
+/// its value.
+#[test]
+fn the_election_timing_is_client_gos_unless_values_tune_it() {
+    let defaults = [
+        ("LEASE_DURATION", "15s"),
+        ("RENEW_DEADLINE", "10s"),
+        ("RETRY_PERIOD", "2s"),
+    ];
+    for (name, value) in defaults {
+        assert_eq!(env_value(&[], name), value, "{name}");
+    }
+    let sets = [
+        "leaderElection.leaseDuration=30s",
+        "leaderElection.renewDeadline=20s",
+        "leaderElection.retryPeriod=4s",
+    ];
+    for (name, value) in [
+        ("LEASE_DURATION", "30s"),
+        ("RENEW_DEADLINE", "20s"),
+        ("RETRY_PERIOD", "4s"),
+    ] {
+        assert_eq!(env_value(&sets, name), value, "{name}");
+    }
+}
+
 /// Drift repair is on unless the chart value turns it off for every config.
 #[test]
 fn drift_repair_is_on_unless_the_value_turns_it_off() {

@@ -15,7 +15,19 @@ use vrouter_test_apiserver::TestEnv;
 use super::{Site, final_phase};
 
 /// Short, so that a crashed leader is replaced quickly.
-pub const LEASE: Duration = Duration::from_secs(4);
+pub const LEASE: Duration = Duration::from_secs(6);
+
+/// The election's timing for a lease of `duration` (whole seconds): a renew
+/// deadline of two thirds of it, as client-go's defaults (15 s / 10 s), with
+/// a retry often enough for several tries within the deadline on a loaded
+/// machine.
+pub fn timing(duration: Duration) -> leader::Timing {
+    leader::Timing {
+        lease_duration: duration,
+        renew_deadline: duration * 2 / 3,
+        retry_period: duration / 8,
+    }
+}
 
 /// One operator replica: its election and its controllers, as `main` runs them.
 pub struct Replica {
@@ -44,7 +56,7 @@ pub async fn replica_with_lease(site: &Site, identity: &str, lease_name: &str, d
         lease_name: lease_name.into(),
         namespace: site.ns.name().to_owned(),
         identity: identity.into(),
-        duration,
+        timing: timing(duration),
     };
     let mut candidate: Candidate = leader::campaign(env.client(), &election).await.unwrap();
     let renewal = candidate.renewal.abort_handle();
