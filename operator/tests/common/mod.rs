@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod replica;
+pub mod replica_process;
 pub mod requests;
 pub mod shipped_rbac;
 
