@@ -19,9 +19,25 @@ pub struct Args {
     #[command(subcommand)]
     pub command: Option<Command>,
 
-    /// Where /metrics, /healthz and /readyz are served (plain HTTP).
-    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    /// Where /metrics is served: HTTPS, or plain HTTP with `--metrics-secure=false`.
+    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8443")]
     pub metrics_addr: SocketAddr,
+
+    /// Serve /metrics over HTTPS, only to callers whose bearer token the API
+    /// server authenticates (TokenReview) and allows to get /metrics
+    /// (SubjectAccessReview). `false` serves it in plain HTTP to anyone.
+    #[arg(long, env = "METRICS_SECURE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub metrics_secure: bool,
+
+    /// Directory holding the metrics serving certificate as tls.crt and
+    /// tls.key, reloaded when they change; without it a self-signed
+    /// certificate is made at start.
+    #[arg(long, env = "METRICS_CERT_DIR")]
+    pub metrics_cert_dir: Option<PathBuf>,
+
+    /// Where /healthz and /readyz are served (plain HTTP, for the kubelet).
+    #[arg(long, env = "HEALTH_PROBE_ADDR", default_value = "0.0.0.0:8081")]
+    pub health_probe_addr: SocketAddr,
 
     /// Serve the validating admission webhooks.
     #[arg(long, env = "ENABLE_WEBHOOKS", default_value_t = true, action = clap::ArgAction::Set)]
@@ -156,7 +172,9 @@ mod tests {
     #[test]
     fn defaults_are_production_ready() {
         let args = Args::try_parse_from(["vrouter-operator"]).unwrap();
-        assert!(args.enable_webhooks && args.leader_elect && args.drift_repair);
+        assert!(args.enable_webhooks && args.leader_elect && args.drift_repair && args.metrics_secure);
+        assert_eq!(args.metrics_addr.port(), 8443);
+        assert_eq!(args.health_probe_addr.port(), 8081);
         assert_eq!(args.apply_timeout, Duration::from_secs(300));
         assert_eq!(args.lease_duration, Duration::from_secs(15));
         assert_eq!(args.renew_deadline, Duration::from_secs(10));

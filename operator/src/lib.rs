@@ -14,6 +14,7 @@ pub mod finalizers;
 pub mod health_and_metrics;
 pub mod leader;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod offline_render;
 pub mod proxmoxcluster;
 pub mod reconciler;

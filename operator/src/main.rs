@@ -13,6 +13,7 @@ use vrouter_operator::context::{Context, FactoryProviders, Settings};
 use vrouter_operator::health_and_metrics::{self, Readiness};
 use vrouter_operator::leader::{self, Election};
 use vrouter_operator::metrics::Metrics;
+use vrouter_operator::metrics_auth::MetricsAuth;
 use vrouter_operator::tls::ReloadingCert;
 use vrouter_operator::webhooks::review::Admission;
 use vrouter_operator::webhooks::server;
@@ -40,17 +41,18 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("connecting to the Kubernetes API")?;
     let metrics = Metrics::new();
-    let readiness = Readiness::default();
+    let health = Readiness::default();
+    let readiness = health.clone();
     let (stop, stopping) = watch::channel(false);
 
-    let metrics_listener = TcpListener::bind(args.metrics_addr)
+    let health_listener = TcpListener::bind(args.health_probe_addr)
         .await
-        .with_context(|| format!("binding {}", args.metrics_addr))?;
-    let health = health_and_metrics::router(metrics.clone(), readiness.clone());
-    tokio::spawn(async move { axum::serve(metrics_listener, health).await });
+        .with_context(|| format!("binding {}", args.health_probe_addr))?;
+    tokio::spawn(async move { axum::serve(health_listener, health_and_metrics::health_router(readiness)).await });
+    serve_metrics(&args, &client, &metrics, &health, stopping.clone()).await?;
 
     if args.enable_webhooks {
-        serve_webhooks(&args, &client, &metrics, stopping.clone()).await?;
+        serve_webhooks(&args, &client, &metrics, &health, stopping.clone()).await?;
     } else {
         tracing::info!("admission webhooks disabled (ENABLE_WEBHOOKS=false)");
     }
@@ -73,7 +75,7 @@ async fn main() -> anyhow::Result<()> {
         true => Some(campaign(&args, &client).await?),
         false => None,
     };
-    readiness.set_ready();
+    health.set_ready();
     tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
@@ -106,6 +108,7 @@ async fn serve_webhooks(
     args: &Args,
     client: &Client,
     metrics: &Metrics,
+    health: &Readiness,
     stopping: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let cert = ReloadingCert::new(
@@ -122,12 +125,14 @@ async fn serve_webhooks(
     let listener = TcpListener::bind(args.webhook_addr)
         .await
         .with_context(|| format!("binding {}", args.webhook_addr))?;
-    tokio::spawn(server::serve_tls(
-        listener,
-        cert.server_config(),
-        server::router(admission),
-        stopping,
-    ));
+    // /readyz fails if this task ever ends: the API server would
+    // otherwise keep calling a replica whose webhook is gone.
+    let serving = health.listener("webhook");
+    let tls = cert.server_config();
+    tokio::spawn(async move {
+        let _serving = serving;
+        server::serve_tls(listener, tls, server::router(admission), stopping).await
+    });
     tracing::info!(addr = %args.webhook_addr, "serving admission webhooks");
     Ok(())
 }
@@ -147,6 +152,51 @@ async fn campaign(args: &Args, client: &Client) -> anyhow::Result<leader::Candid
     };
     tracing::info!(identity = %election.identity, lease = %election.lease_name, timing = %leader::describe(&election.timing), "competing for the Lease");
     leader::campaign(client.clone(), &election).await
+}
+
+/// `/metrics` on `--metrics-addr`: HTTPS for callers the API server
+/// allows, or plain HTTP with `--metrics-secure=false`.
+async fn serve_metrics(
+    args: &Args,
+    client: &Client,
+    metrics: &Metrics,
+    health: &Readiness,
+    stopping: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("binding {}", args.metrics_addr))?;
+    let serving = health.listener("metrics");
+    if !args.metrics_secure {
+        tracing::warn!(addr = %args.metrics_addr, "serving /metrics in plain HTTP to anyone (METRICS_SECURE=false)");
+        let router = health_and_metrics::metrics_router(metrics.clone(), None);
+        tokio::spawn(async move {
+            let _serving = serving;
+            axum::serve(listener, router).await
+        });
+        return Ok(());
+    }
+    let tls = match &args.metrics_cert_dir {
+        Some(dir) => {
+            let cert = ReloadingCert::new(dir.join("tls.crt"), dir.join("tls.key"))
+                .context("loading the metrics serving certificate")?;
+            tokio::spawn(cert.clone().watch(std::time::Duration::from_secs(10)));
+            cert.server_config()
+        }
+        None => vrouter_operator::tls::self_signed_server_config(vec![
+            "vrouter-operator-metrics".into(),
+            "localhost".into(),
+        ])
+        .context("making a self-signed metrics certificate")?,
+    };
+    let auth = Arc::new(MetricsAuth::new(client.clone()));
+    let router = health_and_metrics::metrics_router(metrics.clone(), Some(auth));
+    tokio::spawn(async move {
+        let _serving = serving;
+        server::serve_tls(listener, tls, router, stopping).await
+    });
+    tracing::info!(addr = %args.metrics_addr, "serving /metrics over HTTPS to callers the API server allows");
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -30,8 +30,27 @@ pub struct StateLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookLabels {
-    pub kind: String,
+    /// One of [`REVIEWED_KINDS`] or `other`: the kind comes from the
+    /// request, and a label value per distinct request would let any
+    /// caller grow the exposition without bound.
+    pub kind: &'static str,
     pub allowed: bool,
+}
+
+/// The kinds the webhooks are registered for.
+pub const REVIEWED_KINDS: [&str; 7] = [
+    "VRouterTemplate",
+    "VRouterTarget",
+    "VRouterBinding",
+    "VRouterParams",
+    "VRouterConfig",
+    "ProxmoxCluster",
+    "VRouterStatus",
+];
+
+/// The `kind` label for a reviewed object of kind `kind`.
+pub fn review_kind_label(kind: &str) -> &'static str {
+    REVIEWED_KINDS.into_iter().find(|k| *k == kind).unwrap_or("other")
 }
 
 fn duration_histogram() -> Histogram {
@@ -193,5 +212,12 @@ mod tests {
             text.contains("vrouter_reconcile_duration_seconds_count{controller=\"vrouterconfig\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn review_kinds_outside_the_registered_ones_share_one_label() {
+        assert_eq!(review_kind_label("VRouterConfig"), "VRouterConfig");
+        assert_eq!(review_kind_label("vrouterconfig"), "other");
+        assert_eq!(review_kind_label("Pod"), "other");
     }
 }

@@ -135,6 +135,36 @@ impl ReloadingCert {
     }
 }
 
+/// A server configuration serving a certificate made now and signed by
+/// itself, for `names`: what a Prometheus scraping with
+/// `insecure_skip_verify` (the usual setting for pod endpoints) needs when
+/// no certificate is mounted.
+pub fn self_signed_server_config(names: Vec<String>) -> Result<Arc<ServerConfig>, rcgen::Error> {
+    let made = rcgen::generate_simple_self_signed(names)?;
+    let key =
+        PrivateKeyDer::try_from(made.signing_key.serialize_der()).map_err(|_| rcgen::Error::CouldNotParseKeyPair)?;
+    let signing_key =
+        rustls::crypto::ring::sign::any_supported_type(&key).map_err(|_| rcgen::Error::CouldNotParseKeyPair)?;
+    let certified = Arc::new(CertifiedKey::new(vec![made.cert.der().clone()], signing_key));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(FixedCert(certified)));
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+#[derive(Debug)]
+struct FixedCert(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for FixedCert {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
 impl ResolvesServerCert for ReloadingCert {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.current())

@@ -846,10 +846,10 @@ fn counter(text: &str, series: &str) -> u64 {
 #[tokio::test]
 async fn metrics_served_over_http_move_after_an_apply() {
     let site = site("ctl-metrics", &["r1"], Settings::default()).await;
-    let readiness = vrouter_operator::health_and_metrics::Readiness::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = vrouter_operator::health_and_metrics::router(site.ctx.metrics.clone(), readiness);
+    // Plain HTTP, as with --metrics-secure=false.
+    let router = vrouter_operator::health_and_metrics::metrics_router(site.ctx.metrics.clone(), None);
     tokio::spawn(async move { axum::serve(listener, router).await });
 
     let before = scrape(addr).await;

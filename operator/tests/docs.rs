@@ -22,6 +22,7 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 use vrouter_api::constants::{ANNOTATION_PAUSED, LABEL_BINDING, LABEL_TARGET, condition};
 use vrouter_api::manifest::{Manifest, parse_documents_strictly};
+use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
 use vrouter_api::{
     ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate,
 };
@@ -316,8 +317,8 @@ const CONDITIONS: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
-/// The keys the drift controller writes into its ConfigMap.
-const CONFIG_MAP_KEYS: &[&str] = &["startup", "running"];
+/// The keys the drift controller writes into its Secret.
+const STORED_CONFIG_KEYS: &[&str] = &["startup", "running"];
 
 struct Checker {
     kinds: Vec<Kind>,
@@ -359,11 +360,11 @@ impl Checker {
                 return Err(format!("cannot read jsonpath {path:?}"));
             }
         }
-        if kind == "ConfigMap" {
+        if kind == "Secret" {
             return match segments.as_slice() {
-                [data, key] if data == "data" && CONFIG_MAP_KEYS.contains(&key.as_str()) => Ok(()),
+                [data, key] if data == "data" && STORED_CONFIG_KEYS.contains(&key.as_str()) => Ok(()),
                 _ => Err(format!(
-                    "{path:?}: the operator's ConfigMaps hold only .data.startup and .data.running"
+                    "{path:?}: the operator's Secrets hold only .data.startup and .data.running"
                 )),
             };
         }
@@ -461,7 +462,7 @@ impl Checker {
                     _ => {}
                 }
             } else if flag.starts_with('-') {
-                if !["--all-namespaces", "-A", "--watch", "-w"].contains(&flag.as_str()) {
+                if !["--all-namespaces", "-A", "--watch", "-w", "--overwrite"].contains(&flag.as_str()) {
                     return Err(format!("unknown kubectl flag {flag}"));
                 }
             } else {
@@ -537,7 +538,11 @@ impl Checker {
                     .map(|(k, _)| k)
                     .or_else(|| annotation.strip_suffix('-'))
                     .ok_or_else(|| format!("annotation {annotation:?} is neither key=value nor key-"))?;
-                if key != ANNOTATION_PAUSED {
+                let read = match kind.as_str() {
+                    "Namespace" => ANNOTATION_ALLOWED_TARGET_NAMESPACES,
+                    _ => ANNOTATION_PAUSED,
+                };
+                if key != read {
                     return Err(format!("annotation {key:?} is not one the operator reads"));
                 }
             }
@@ -1090,10 +1095,18 @@ fn kubectl_commands_are_checked_against_kinds_conditions_and_fields() {
             None,
         ),
         ("kubectl wait --for=jsonpath='{.status.phase}'=Applied vrc/x", None),
-        ("kubectl get cm vrs-x-config -o jsonpath='{.data.startup}'", None),
+        ("kubectl get secret vrs-x-config -o jsonpath='{.data.startup}'", None),
         (
-            "kubectl get cm vrs-x-config -o jsonpath='{.data.boot}'",
+            "kubectl get secret vrs-x-config -o jsonpath='{.data.boot}'",
             Some("only .data.startup"),
+        ),
+        (
+            "kubectl annotate namespace vms --overwrite vrouter.kojuro.date/allowed-target-namespaces=a,b",
+            None,
+        ),
+        (
+            "kubectl annotate namespace vms vrouter.kojuro.date/paused=true",
+            Some("not one the operator reads"),
         ),
         ("kubectl get vrc -l vrouter.kojuro.date/binding=b", None),
         ("kubectl get vrc -l app=b", Some("label \"app\"")),

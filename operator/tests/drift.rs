@@ -53,9 +53,10 @@ fn commit_without_save(site: &common::Site, line: &str) {
     std::fs::write(sandbox.dir().join("running.config"), running).unwrap();
 }
 
-async fn config_map(site: &common::Site) -> Option<k8s_openapi::api::core::v1::ConfigMap> {
+/// The Secret drift detection keeps the configs in.
+async fn stored(site: &common::Site) -> Option<k8s_openapi::api::core::v1::Secret> {
     site.ns
-        .api::<k8s_openapi::api::core::v1::ConfigMap>()
+        .api::<k8s_openapi::api::core::v1::Secret>()
         .get_opt("vrs-c-config")
         .await
         .unwrap()
@@ -99,14 +100,16 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
     assert!(!baseline.drift_detected);
     assert!(baseline.baseline_hash.starts_with("sha256:"));
     // The apply's save wrote the running config to config.boot; the
-    // ConfigMap holds both, and the status their hashes.
+    // Secret holds both, and the status their hashes.
     let running = site.routers["r1"].sandbox.running_config();
     assert_eq!(running, b"set system host-name r1\n");
     assert_eq!(config_boot(&site), running, "save writes the running config");
-    let cm = config_map(&site).await.unwrap();
+    let cm = stored(&site).await.unwrap();
+    assert_eq!(cm.type_.as_deref(), Some("vrouter.kojuro.date/router-config"));
     let data = cm.data.clone().unwrap();
-    assert_eq!(data["startup"].as_bytes(), running);
-    assert_eq!(data["running"].as_bytes(), running);
+    assert_eq!(data["startup"].0, running);
+    assert_eq!(data["running"].0, running);
+    assert_eq!(baseline.config_secret_ref, "vrs-c-config");
     let hash = format!("sha256:{}", hex_sha256(&running));
     assert_eq!(baseline.baseline_hash, hash);
     assert_eq!(baseline.running_config_hash, hash);
@@ -128,14 +131,12 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
     .await;
     assert!(!unsaved.drift_detected, "{unsaved:?}");
     assert_eq!(unsaved.startup_config_hash, baseline.baseline_hash);
-    wait_for(
-        "the running config in the ConfigMap",
-        Duration::from_secs(30),
-        || async {
-            let data = config_map(&site).await?.data?;
-            data["running"].contains("host-name unsaved").then_some(())
-        },
-    )
+    wait_for("the running config in the Secret", Duration::from_secs(30), || async {
+        let data = stored(&site).await?.data?;
+        String::from_utf8_lossy(&data["running"].0)
+            .contains("host-name unsaved")
+            .then_some(())
+    })
     .await;
     assert_eq!(applies(&site), 1, "a commit without save is not drift");
 
@@ -321,12 +322,12 @@ fn hex_sha256(bytes: &[u8]) -> String {
 }
 
 #[tokio::test]
-async fn configs_too_large_for_a_config_map_are_reported_not_truncated() {
+async fn configs_too_large_for_one_secret_are_reported_not_truncated() {
     let site = drift_site("drift-large").await;
     let ns = &site.ns;
     create_config(&site).await;
     vrouter_status_syncing_every(ns, "c", "1s", Duration::from_secs(60)).await;
-    wait_for("the ConfigMap", Duration::from_secs(30), || config_map(&site)).await;
+    wait_for("the Secret", Duration::from_secs(30), || stored(&site)).await;
 
     // A running config of 1.2 MiB (committed, not saved: no drift, no re-apply).
     let line = "set firewall group address-group big address 192.0.2.1\n";
@@ -343,7 +344,7 @@ async fn configs_too_large_for_a_config_map_are_reported_not_truncated() {
         "{}",
         reported.message
     );
-    assert_eq!(reported.config_map_ref, "", "no ConfigMap is referenced");
+    assert_eq!(reported.config_secret_ref, "", "no Secret is referenced");
     assert_eq!(
         reported.running_config_hash,
         format!("sha256:{}", hex_sha256(&running)),
@@ -351,7 +352,8 @@ async fn configs_too_large_for_a_config_map_are_reported_not_truncated() {
     );
     assert!(!reported.drift_detected);
     // The older, smaller copy is gone rather than left to mislead.
-    assert!(config_map(&site).await.is_none());
+    let emptied = stored(&site).await.unwrap();
+    assert_eq!(emptied.data.unwrap_or_default().len(), 0, "the Secret was emptied");
 }
 
 #[tokio::test]
@@ -366,7 +368,7 @@ async fn the_router_is_read_once_per_sync_interval_not_on_every_wake_up() {
     .await;
     assert!(first.last_fetch_time.is_some());
     let sandbox = &site.routers["r1"].sandbox;
-    // Let the echoes of the first sync's own writes (status, ConfigMap) arrive.
+    // Let the echoes of the first sync's own writes (status, Secret) arrive.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let reads = sandbox.running_config_reads();
     assert!(reads >= 1, "the first sync read the running config");

@@ -97,6 +97,9 @@ async fn the_default_install_is_accepted_and_grants_what_the_plain_manifests_gra
         [
             "Certificate",
             "ClusterRole",
+            "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
             "ClusterRoleBinding",
             "Deployment",
             "Issuer",
@@ -105,6 +108,8 @@ async fn the_default_install_is_accepted_and_grants_what_the_plain_manifests_gra
             "Service",
             "Service",
             "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
             "ValidatingWebhookConfiguration"
         ]
     );
@@ -149,10 +154,19 @@ async fn watch_namespace_narrows_rbac_to_that_namespace() {
         ],
     )
     .unwrap();
+    // Nothing cluster-wide but the webhook and the metrics authorisation
+    // (TokenReview and SubjectAccessReview are cluster-scoped, and so is
+    // the reader role for Prometheus).
+    let cluster_wide: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"].as_str().unwrap().starts_with("Cluster"))
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
     assert!(
-        !kinds(&objects).iter().any(|k| k.starts_with("Cluster")),
-        "nothing cluster-wide but the webhook: {:?}",
-        kinds(&objects)
+        cluster_wide
+            .iter()
+            .all(|n| n.ends_with("-metrics-auth") || n.ends_with("-metrics-reader")),
+        "{cluster_wide:?}"
     );
     dry_run(&env.client(), &objects).await;
     let role = one(&objects, "Role", "vrouter-operator");
@@ -280,10 +294,16 @@ async fn the_plain_manifests_are_accepted_too() {
             .await
             .unwrap();
     }
-    let objects: Vec<Value> = ["rbac.yaml", "deployment.yaml", "webhook.yaml"]
-        .iter()
-        .flat_map(|f| plain_manifest(f))
-        .collect();
+    let objects: Vec<Value> = [
+        "rbac.yaml",
+        "metrics-rbac.yaml",
+        "secret-policy.yaml",
+        "deployment.yaml",
+        "webhook.yaml",
+    ]
+    .iter()
+    .flat_map(|f| plain_manifest(f))
+    .collect();
     assert!(objects.len() >= 8, "{:?}", kinds(&objects));
     dry_run(&env.client(), &objects).await;
 }

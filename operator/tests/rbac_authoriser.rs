@@ -162,23 +162,31 @@ fn operator_role(objects: &[Value]) -> Value {
         .find(|o| {
             matches!(o["kind"].as_str(), Some("ClusterRole" | "Role"))
                 && o["rules"].as_array().is_some_and(|rules| {
-                    rules
-                        .iter()
-                        .any(|r| r["resources"].as_array().unwrap().contains(&json!("pods/exec")))
+                    rules.iter().any(|r| {
+                        r["resources"]
+                            .as_array()
+                            .is_some_and(|rs| rs.contains(&json!("pods/exec")))
+                    })
                 })
         })
         .expect("the shipped RBAC has a role granting pods/exec")
         .clone()
 }
 
-/// The role's rules with `verb` taken off every rule naming `resource`.
+/// The role's rules with `verb` taken off every rule naming `resource`
+/// (a rule left without verbs goes: the API server refuses it).
 fn without(rules: &Value, resource: &str, verb: &str) -> Value {
     let mut rules = rules.clone();
-    for rule in rules.as_array_mut().unwrap() {
-        if rule["resources"].as_array().unwrap().contains(&json!(resource)) {
+    let rules_list = rules.as_array_mut().unwrap();
+    for rule in rules_list.iter_mut() {
+        if rule["resources"]
+            .as_array()
+            .is_some_and(|rs| rs.contains(&json!(resource)))
+        {
             rule["verbs"].as_array_mut().unwrap().retain(|v| v != verb);
         }
     }
+    rules_list.retain(|rule| rule["verbs"].as_array().is_some_and(|verbs| !verbs.is_empty()));
     rules
 }
 

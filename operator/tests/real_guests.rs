@@ -20,11 +20,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
+use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget};
 use vrouter_operator::context::{Context, Providers, Settings};
 use vrouter_operator::metrics::Metrics;
@@ -132,6 +133,34 @@ async fn proxmox_rig(
     }
 }
 
+/// The VMI's namespace lets `target_namespace` reach its VMs (the target
+/// is in another namespace, docs/security.md). The Namespace is created if
+/// absent; names are only added, so rigs set up at once each keep theirs.
+async fn grant_vmi_namespace(target_namespace: &str) {
+    let namespaces = Api::<Namespace>::all(TestEnv::shared().await.client());
+    let fresh: Namespace = serde_json::from_value(json!({"metadata": {"name": VMI_NS}})).unwrap();
+    match namespaces.create(&PostParams::default(), &fresh).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating Namespace {VMI_NS}: {e}"),
+    }
+    loop {
+        let mut namespace = namespaces.get(VMI_NS).await.unwrap();
+        let annotations = namespace.metadata.annotations.get_or_insert_with(Default::default);
+        let granted = match annotations.get(ANNOTATION_ALLOWED_TARGET_NAMESPACES) {
+            Some(listed) if !listed.is_empty() => format!("{listed},{target_namespace}"),
+            _ => target_namespace.to_owned(),
+        };
+        annotations.insert(ANNOTATION_ALLOWED_TARGET_NAMESPACES.to_owned(), granted);
+        // A conflict is another rig's grant landing first: read it again.
+        match namespaces.replace(VMI_NS, &PostParams::default(), &namespace).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("granting Namespace {VMI_NS}: {e}"),
+        }
+    }
+}
+
 /// A KubeVirt VMI whose launcher pod's `compute` container is the shared
 /// libvirtd, and the target `r1` naming it.
 async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, settings: Settings) -> Rig<VirshTransport> {
@@ -162,6 +191,7 @@ async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, settings: Settings) -> 
         }}),
     )
     .await;
+    grant_vmi_namespace(ns.name()).await;
     let stop = operator(&ns, settings, Some(api.client())).await;
     let domain_console = guest.domain.console_handle();
     Rig {
@@ -239,7 +269,7 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 /// Drift detection reads config.boot and the running config out of the
-/// guest: the baseline and the ConfigMap hold what the guest holds; a
+/// guest: the baseline and the Secret hold what the guest holds; a
 /// config.boot changed in the guest is repaired by one re-apply.
 async fn drift_is_read_from_the_guest<T: Transport>(rig: &Rig<T>, config: &VRouterConfig) {
     let name = config.metadata.name.clone().unwrap();
@@ -266,17 +296,17 @@ async fn drift_is_read_from_the_guest<T: Transport>(rig: &Rig<T>, config: &VRout
     assert_eq!(baseline.baseline_hash, sha256(&startup));
     assert_eq!(baseline.running_config_hash, sha256(&running));
     assert!(!baseline.drift_detected);
-    let data = wait_for("the ConfigMap", Duration::from_secs(30), || async {
+    let data = wait_for("the Secret", Duration::from_secs(30), || async {
         rig.ns
-            .api::<ConfigMap>()
+            .api::<Secret>()
             .get_opt(&format!("vrs-{name}-config"))
             .await
             .ok()??
             .data
     })
     .await;
-    assert_eq!(data["startup"].as_bytes(), startup);
-    assert_eq!(data["running"].as_bytes(), running);
+    assert_eq!(data["startup"].0, startup);
+    assert_eq!(data["running"].0, running);
     assert!(rig.view.running_config_reads().await.unwrap() >= 1);
 
     // A person edits the router and saves.

@@ -43,7 +43,7 @@ use common::requests::{self, Counts, Series};
 /// the binding's creation until everything is Applied and quiet. Each
 /// config costs about eleven writes (create, finalizer, three status writes
 /// around the apply, an Event, its VRouterStatus, that object's status
-/// writes and its ConfigMap) and a GET of the target per reconcile.
+/// writes and its Secret) and a GET of the target per reconcile.
 /// Measured: 20–21 at 100 targets and 21.4 at 1,000 with drift detection
 /// reading every router (17–18 before it did; 32 before
 /// docs/benchmarks.md's fixes). The headroom is for slower machines, where

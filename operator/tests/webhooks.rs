@@ -215,13 +215,17 @@ async fn target_cluster_ref_must_stay_in_its_namespace() {
         &message,
         &["spec.provider.proxmox.clusterRef.namespace", "\"elsewhere\""],
     );
-    // The KubeVirt VM's own namespace is free.
-    create::<VRouterTarget>(
+    // A KubeVirt VM in another namespace needs that namespace's consent
+    // (tenancy_and_secrets.rs grants it); one that does not exist cannot.
+    let message = denied::<VRouterTarget>(
         &ns,
         json!({"metadata": {"name": "kv"}, "spec": {"provider": {"kubevirt": {"name": "vm", "namespace": "production"}}}}),
     )
-    .await
-    .unwrap();
+    .await;
+    assert_mentions(
+        &message,
+        &["spec.provider.kubevirt.namespace", "\"production\" does not exist"],
+    );
 }
 
 #[tokio::test]
@@ -571,5 +575,102 @@ async fn a_safe_opt_out_is_admitted_with_a_warning() {
             .iter()
             .any(|w| w.contains("spec.commands") && w.contains("line 2")),
         "{warnings:?}"
+    );
+}
+
+/// The kind label comes from a fixed set: reviews of kinds the webhook
+/// never registered for (a misconfigured webhook, a hostile caller) do not
+/// add series to the exposition.
+#[tokio::test]
+async fn ten_thousand_reviews_of_random_kinds_leave_the_metrics_bounded() {
+    use tower::ServiceExt;
+    let env = TestEnv::shared().await;
+    let metrics = Metrics::new();
+    let router = server::router(Admission {
+        client: env.client(),
+        metrics: metrics.clone(),
+        templates: Arc::new(vrouter_render::TemplateEngine::new()),
+    });
+    let baseline = metrics.encode().len();
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..10_000u32 {
+        // splitmix64: a different kind name for every review.
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        let kind = format!("Kind{:016x}", z ^ (z >> 31));
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": format!("u{i}"),
+                "kind": {"group": "example.com", "version": "v1", "kind": kind},
+                "resource": {"group": "example.com", "version": "v1", "resource": "things"},
+                "operation": "CREATE", "name": "x", "namespace": "default",
+                "userInfo": {"username": "someone"},
+                "object": {"apiVersion": "example.com/v1", "kind": kind, "metadata": {"name": "x"}},
+            },
+        });
+        let request = http::Request::post(VALIDATE_PATH)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(serde_json::to_vec(&review).unwrap()))
+            .unwrap();
+        let answer = router.clone().oneshot(request).await.unwrap();
+        assert_eq!(answer.status(), 200);
+    }
+    let text = metrics.encode();
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with("vrouter_admission_reviews_total{"))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        series,
+        ["vrouter_admission_reviews_total{kind=\"other\",allowed=\"true\"} 10000"],
+        "{text}"
+    );
+    assert!(
+        text.len() < baseline + 200,
+        "the exposition grew by {} bytes",
+        text.len() - baseline
+    );
+}
+
+/// A VRouterConfig of 1 MiB: the finalizer write is an UPDATE review
+/// carrying the object twice, over the 2 MB a web framework takes by
+/// default. It gets its finalizer and is applied.
+#[tokio::test]
+async fn a_config_of_one_mebibyte_gets_its_finalizer_and_applies() {
+    webhooks().await;
+    let site = common::site("wh-large", &["r1"], vrouter_operator::context::Settings::default()).await;
+    let mut config = String::new();
+    let mut i = 0;
+    while config.len() < 1024 * 1024 {
+        config.push_str(&format!(
+            "interfaces {{\n    ethernet eth{i} {{\n        description \"port {i} of a large router\"\n    }}\n}}\n"
+        ));
+        i += 1;
+    }
+    create::<VRouterConfig>(
+        &site.ns,
+        json!({"metadata": {"name": "large"}, "spec": {"targetRef": {"name": "r1"}, "config": config}}),
+    )
+    .await
+    .unwrap();
+    let configs = site.ns.api::<VRouterConfig>();
+    common::wait_for("the finalizer", Duration::from_secs(60), || async {
+        let finalizers = configs.get("large").await.ok()?.metadata.finalizers?;
+        finalizers
+            .contains(&vrouter_api::constants::FINALIZER.to_owned())
+            .then_some(())
+    })
+    .await;
+    // The router stand-in's bash takes its time over a script of 1 MiB
+    // (112 s measured on a loaded machine): wait for the outcome, not a
+    // duration.
+    let (phase, _, message) = common::final_phase(&configs, "large", Duration::from_secs(600)).await;
+    assert_eq!(phase, vrouter_api::Phase::Applied, "{message}");
+    assert_eq!(
+        site.routers["r1"].sandbox.loaded_config().as_deref(),
+        Some(config.as_bytes())
     );
 }

@@ -512,12 +512,12 @@ const NOTES: &str = r#"
   create, the finalizer, three status writes around an apply (Applied=False
   before the dispatch, the exec handle, the result), an Event, the
   VRouterStatus the first success creates, its status writes and its
-  ConfigMap (drift detection reads config.boot and the running config of
+  Secret (drift detection reads config.boot and the running config of
   every router in this run, through the agent, as in production). The rest
   are reads: about five GETs of the target per config, one per reconcile
   (most reconciles are woken by the controller's own status writes, which it
   cannot tell from a drift reset written by the VRouterStatus controller),
-  and the VRouterStatus controller's GETs of its config and ConfigMap (it
+  and the VRouterStatus controller's GETs of its config and Secret (it
   reads the config on every wake-up to decide whether a sync is due; only
   due syncs touch the router). The target is read fresh on purpose: a
   reboot stamp read from a cache behind the event that woke the reconcile

@@ -14,6 +14,7 @@ pub mod status;
 pub mod target;
 pub mod template;
 pub mod validate;
+pub mod vm_access;
 
 pub use binding::{
     BindingRef, ReferencedKind, RolloutMode, RolloutSpec, RolloutStatus, VRouterBinding, VRouterBindingSpec,

@@ -50,7 +50,13 @@ pub struct VRouterStatusStatus {
     /// `sha256:<hex>` of the running (committed) config.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub running_config_hash: String,
-    /// Name of the ConfigMap holding both configs (keys `startup` and `running`).
+    /// Name of the Secret holding both configs (keys `startup` and
+    /// `running`, type `vrouter.kojuro.date/router-config`): a router's
+    /// config holds its passwords and keys, so it is never kept in a ConfigMap.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub config_secret_ref: String,
+    /// Deprecated: the ConfigMap an earlier version kept the configs in. The
+    /// operator deletes it once the Secret holds them, then clears this field.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub config_map_ref: String,
     /// The startup hash captured right after the last apply.
@@ -69,9 +75,10 @@ pub struct VRouterStatusStatus {
 }
 
 impl VRouterStatus {
-    /// The ConfigMap holding the router's startup and running configs
-    /// (keys `startup` and `running`): `vrs-<name>-config`.
-    pub fn config_map_name(&self) -> String {
+    /// The Secret holding the router's startup and running configs
+    /// (keys `startup` and `running`): `vrs-<name>-config`. An earlier
+    /// version's ConfigMap had the same name.
+    pub fn config_secret_name(&self) -> String {
         format!("vrs-{}-config", self.metadata.name.as_deref().unwrap_or(""))
     }
 }

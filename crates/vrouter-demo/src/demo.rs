@@ -523,8 +523,8 @@ async fn watch_the_repair(
             say(
                 "drift",
                 format!(
-                    "the router's configs as last read are in ConfigMap {}/{} (startup {}, running {running})",
-                    config_key.namespace, status.config_map_ref, status.startup_config_hash
+                    "the router's configs as last read are in Secret {}/{} (startup {}, running {running})",
+                    config_key.namespace, status.config_secret_ref, status.startup_config_hash
                 ),
             );
             return Ok(());

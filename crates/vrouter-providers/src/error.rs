@@ -43,13 +43,12 @@ impl KubeAccess {
 
 impl fmt::Display for KubeAccess {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} {} in namespace {:?}",
-            self.verbs.join(" and "),
-            self.resource,
-            self.namespace
-        )
+        let verbs = self.verbs.join(" and ");
+        if self.namespace.is_empty() {
+            write!(f, "{verbs} {} (cluster-scoped)", self.resource)
+        } else {
+            write!(f, "{verbs} {} in namespace {:?}", self.resource, self.namespace)
+        }
     }
 }
 
@@ -189,6 +188,15 @@ pub enum ProviderError {
     /// The target or an object it references is malformed.
     #[error("invalid provider configuration for {target}: {reason}")]
     InvalidTarget { target: String, reason: String },
+
+    /// The target names a KubeVirt VM in another namespace that has not
+    /// granted the target's namespace access (`vrouter_api::vm_access`).
+    /// Nothing was sent to the VM.
+    #[error("{target} may not reach its VM: {denied}")]
+    VmAccessDenied {
+        target: String,
+        denied: vrouter_api::vm_access::VmAccessDenied,
+    },
 
     #[error("{kind} {namespace}/{name} (referenced by {referrer}) not found")]
     ReferenceNotFound {

@@ -7,14 +7,16 @@
 //! through an [`ObjectLookup`] — the API server in the operator
 //! ([`KubeLookup`]), objects already at hand in tests ([`StaticLookup`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use vrouter_api::proxmox_cluster::{SECRET_KEY_TOKEN_ID, SECRET_KEY_TOKEN_SECRET};
 use vrouter_api::validate;
+use vrouter_api::vm_access;
 use vrouter_api::{DaemonConfig, ProxmoxCluster, SelectedProvider, VRouterTarget};
 
 use crate::daemon::{DaemonOptions, DaemonProvider};
@@ -29,6 +31,15 @@ use crate::proxmox::{ApiToken, ClusterClient, ProxmoxProvider, ProxmoxSettings};
 pub trait ObjectLookup: Send + Sync {
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError>;
     async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError>;
+    /// The annotations of Namespace `name` (`None`: it does not exist), for
+    /// the VM namespace's consent to a cross-namespace target. A lookup
+    /// that cannot read Namespaces refuses, so such a target is not reached.
+    async fn namespace_annotations(&self, name: &str) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+        Err(ProviderError::InvalidTarget {
+            target: format!("Namespace {name}"),
+            reason: "this lookup cannot read Namespaces, so a grant cannot be checked".into(),
+        })
+    }
 }
 
 /// Looks objects up in the API server.
@@ -58,6 +69,20 @@ impl ObjectLookup for KubeLookup {
             })
     }
 
+    async fn namespace_annotations(&self, name: &str) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+        Api::<Namespace>::all(self.client.clone())
+            .get_opt(name)
+            .await
+            .map(|ns| ns.map(|ns| ns.metadata.annotations.unwrap_or_default()))
+            .map_err(|e| {
+                ProviderError::kube(
+                    KubeAccess::new("get", "namespaces", ""),
+                    format!("get Namespace {name}"),
+                    e,
+                )
+            })
+    }
+
     async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError> {
         Api::<ProxmoxCluster>::namespaced(self.client.clone(), namespace)
             .get_opt(name)
@@ -77,6 +102,7 @@ impl ObjectLookup for KubeLookup {
 pub struct StaticLookup {
     pub secrets: Vec<Secret>,
     pub proxmox_clusters: Vec<ProxmoxCluster>,
+    pub namespaces: Vec<Namespace>,
 }
 
 fn same_object(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, namespace: &str, name: &str) -> bool {
@@ -99,6 +125,14 @@ impl ObjectLookup for StaticLookup {
             .iter()
             .find(|c| same_object(&c.metadata, namespace, name))
             .cloned())
+    }
+
+    async fn namespace_annotations(&self, name: &str) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+        Ok(self
+            .namespaces
+            .iter()
+            .find(|ns| ns.metadata.name.as_deref() == Some(name))
+            .map(|ns| ns.metadata.annotations.clone().unwrap_or_default()))
     }
 }
 
@@ -409,6 +443,23 @@ async fn credentials_secret(cluster: &ProxmoxCluster, lookup: &dyn ObjectLookup)
         })
 }
 
+/// The operator's own identity reaches a same-cluster KubeVirt VM: another
+/// namespace's VM only with that namespace's consent (`vrouter_api::vm_access`).
+async fn check_vm_namespace_grant(
+    target: &VRouterTarget,
+    lookup: &dyn ObjectLookup,
+    referrer: &str,
+) -> Result<(), ProviderError> {
+    let Some(reach) = target.cross_namespace_vm() else {
+        return Ok(());
+    };
+    let annotations = lookup.namespace_annotations(&reach.vm_namespace).await?;
+    vm_access::check_vm_access(&reach, annotations.as_ref()).map_err(|denied| ProviderError::VmAccessDenied {
+        target: referrer.to_owned(),
+        denied,
+    })
+}
+
 /// Builds the provider for `target`.
 pub async fn build_provider(
     target: &VRouterTarget,
@@ -434,10 +485,13 @@ pub async fn build_provider(
                     })?;
                     remote_client(&secret, &at).await?
                 }
-                None => ctx.client.clone().ok_or_else(|| ProviderError::InvalidTarget {
-                    target: referrer.clone(),
-                    reason: "no Kubernetes client is configured for same-cluster KubeVirt VMs".into(),
-                })?,
+                None => {
+                    check_vm_namespace_grant(target, lookup, &referrer).await?;
+                    ctx.client.clone().ok_or_else(|| ProviderError::InvalidTarget {
+                        target: referrer.clone(),
+                        reason: "no Kubernetes client is configured for same-cluster KubeVirt VMs".into(),
+                    })?
+                }
             };
             Ok(Box::new(KubeVirtProvider::new(
                 client,

@@ -7,7 +7,7 @@
 //! Entries live for `ttl`, so a changed endpoint list or a rotated
 //! credential takes effect within that time.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,7 @@ pub struct CachedLookup<L> {
     ttl: Duration,
     secrets: Entries<Secret>,
     clusters: Entries<ProxmoxCluster>,
+    namespaces: Entries<BTreeMap<String, String>>,
 }
 
 impl<L> CachedLookup<L> {
@@ -64,6 +65,7 @@ impl<L> CachedLookup<L> {
             ttl,
             secrets: Entries::new(),
             clusters: Entries::new(),
+            namespaces: Entries::new(),
         }
     }
 }
@@ -87,6 +89,17 @@ impl<L: ObjectLookup> ObjectLookup for CachedLookup<L> {
         }
         let value = self.inner.proxmox_cluster(namespace, name).await?;
         self.clusters.store(key, value.clone(), self.ttl);
+        Ok(value)
+    }
+
+    /// A withdrawn grant takes effect within `ttl`.
+    async fn namespace_annotations(&self, name: &str) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+        let key = (String::new(), name.to_owned());
+        if let Some(hit) = self.namespaces.fresh(&key, self.ttl) {
+            return Ok(hit);
+        }
+        let value = self.inner.namespace_annotations(name).await?;
+        self.namespaces.store(key, value.clone(), self.ttl);
         Ok(value)
     }
 }

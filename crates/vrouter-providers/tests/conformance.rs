@@ -279,13 +279,14 @@ async fn every_guest_provider_delivers_a_script_larger_than_one_agent_write() {
         let sandbox = router.sandbox();
         assert_eq!(sandbox.loaded_config().as_deref(), Some(config.as_bytes()), "{name}");
         match &router {
-            // Each 48 KiB guest-file-write is one virsh exec.
+            // Each 48 KiB guest-file-write is one virsh exec, its agent
+            // command on stdin.
             Router::KubeVirt(g) => {
                 let writes = g
                     .api
                     .execs()
                     .iter()
-                    .filter(|e| e.command[3].contains("guest-file-write"))
+                    .filter(|e| String::from_utf8_lossy(&e.stdin).contains("guest-file-write"))
                     .count();
                 assert!(writes >= 4, "{writes} writes");
             }

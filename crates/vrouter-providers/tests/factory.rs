@@ -202,6 +202,7 @@ async fn proxmox_needs_its_cluster_and_credentials() {
     let lookup = StaticLookup {
         proxmox_clusters: vec![cluster(&["https://127.0.0.1:8006"])],
         secrets: vec![],
+        ..Default::default()
     };
     let err = build_provider(&t, &lookup, &ctx).await.unwrap_err();
     assert!(err.to_string().contains("Secret site-a/pve-token"), "{err}");
@@ -209,6 +210,7 @@ async fn proxmox_needs_its_cluster_and_credentials() {
     let lookup = StaticLookup {
         proxmox_clusters: vec![cluster(&["https://127.0.0.1:8006"])],
         secrets: vec![secret("pve-token", &[("api-token-id", "root@pam!op")])],
+        ..Default::default()
     };
     let err = build_provider(&t, &lookup, &ctx).await.unwrap_err();
     assert!(err.to_string().contains("\"api-token-secret\""), "{err}");
@@ -219,6 +221,7 @@ async fn proxmox_needs_its_cluster_and_credentials() {
             "pve-token",
             &[("api-token-id", "root@pam!op"), ("api-token-secret", "s3cr3t")],
         )],
+        ..Default::default()
     };
     let err = build_provider(&t, &lookup, &ctx).await.unwrap_err();
     assert!(err.to_string().contains("https://"), "{err}");
@@ -230,6 +233,7 @@ async fn proxmox_needs_its_cluster_and_credentials() {
             "pve-token",
             &[("api-token-id", "root@pam!op"), ("api-token-secret", " s3cr3t\n")],
         )],
+        ..Default::default()
     };
     let provider = build_provider(&t, &lookup, &ctx).await.unwrap();
     assert_eq!(provider.kind(), ProviderType::Proxmox);
@@ -515,4 +519,46 @@ async fn a_pod_list_that_never_answers_times_out() {
         "{err:?}"
     );
     server.abort();
+}
+
+/// A VM in another namespace of this cluster is reached only when that
+/// namespace lists the target's namespace; the refusal says how to grant it.
+#[tokio::test]
+async fn a_vm_in_another_namespace_needs_that_namespace_s_consent() {
+    use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
+    let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+    let ctx = FactoryContext {
+        client: Some(client),
+        ..FactoryContext::default()
+    };
+    let target = kubevirt("vm1", "vms", None);
+    let namespace = |annotation: Option<&str>| -> k8s_openapi::api::core::v1::Namespace {
+        serde_json::from_value(serde_json::json!({"metadata": {
+            "name": "vms",
+            "annotations": annotation.map(|v| serde_json::json!({ANNOTATION_ALLOWED_TARGET_NAMESPACES: v})),
+        }}))
+        .unwrap()
+    };
+    for (namespaces, why) in [
+        (vec![], "does not exist"),
+        (vec![namespace(None)], "kubectl annotate namespace vms --overwrite"),
+        (vec![namespace(Some("other,site-b"))], "=other,site-b,site-a"),
+    ] {
+        let lookup = StaticLookup {
+            namespaces,
+            ..Default::default()
+        };
+        let err = build_provider(&target, &lookup, &ctx).await.unwrap_err();
+        assert!(matches!(err, ProviderError::VmAccessDenied { .. }), "{err}");
+        assert!(err.to_string().contains(why), "{err}");
+    }
+    let lookup = StaticLookup {
+        namespaces: vec![namespace(Some("other, site-a"))],
+        ..Default::default()
+    };
+    let provider = build_provider(&target, &lookup, &ctx).await.unwrap();
+    assert_eq!(provider.kind(), ProviderType::KubeVirt);
+    // The target's own namespace needs no grant, and no Namespace is read.
+    let own = kubevirt("vm1", "site-a", None);
+    build_provider(&own, &StaticLookup::default(), &ctx).await.unwrap();
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use vrouter_providers::kubevirt::virsh;
 use vrouter_providers::{Provider, ProviderError};
 use vrouter_test_peers::wait_for_exit;
 
@@ -26,7 +27,15 @@ async fn full_apply_path_through_virsh_in_the_launcher_pod() {
     for e in &execs {
         assert_eq!(e.container, "compute");
         assert_eq!(e.pod, "virt-launcher-vyos-a-x1");
-        assert_eq!(&e.command[..3], ["virsh", "qemu-agent-command", "routers_vyos-a"]);
+        // The agent command travels on stdin; the URL names only the shell
+        // that reads it and the domain.
+        assert_eq!(e.command, virsh::exec_argv("routers_vyos-a"));
+        assert!(
+            e.stdin.starts_with(br#"{"execute":"#),
+            "{:?}",
+            String::from_utf8_lossy(&e.stdin)
+        );
+        assert!(!e.uri.contains("execute"), "{}", e.uri);
     }
 }
 

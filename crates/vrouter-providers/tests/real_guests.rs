@@ -206,8 +206,8 @@ async fn readiness_follows_the_guest<T: Transport>(rig: &Rig<T>) {
     rig.view.set_substate("exited").await.unwrap();
 }
 
-/// A config far larger than one write (12 KiB over virsh, 46,080 bytes per
-/// Proxmox `file-write`) arrives whole: the parts are joined in the guest.
+/// A config far larger than one write (48 KiB per `guest-file-write`,
+/// 46,080 bytes per Proxmox `file-write`) arrives whole: the parts are joined in the guest.
 async fn a_large_config_arrives_whole<T: Transport>(rig: &Rig<T>) {
     rig.view.reset().await.unwrap();
     let mut config = String::new();
@@ -286,6 +286,42 @@ async fn kubevirt_through_virsh_and_libvirtd_as_root() {
     let guest = KUBEVIRT_GUEST.lease();
     let rig = kubevirt_rig(&guest, None).await;
     every_scenario(&rig).await;
+}
+
+/// The apply script (here holding a pre-shared key) reaches the guest on
+/// the execs' stdin: every exec URL, which audit logs record, is the fixed
+/// shell and the domain, whatever the agent command.
+#[tokio::test]
+async fn kubevirt_agent_commands_never_travel_in_the_exec_url() {
+    let guest = KUBEVIRT_GUEST.lease();
+    let rig = kubevirt_rig(&guest, None).await;
+    rig.view.reset().await.unwrap();
+    let secret = "pre-shared-secret Xq7-not-in-any-url";
+    let config = format!("vpn {{\n    ipsec {{\n        {secret}\n    }}\n}}\n");
+    let handle = rig.provider.exec_script(&config, "", true).await.unwrap();
+    let outcome = wait_for_exit(rig.provider.as_ref(), handle).await;
+    assert_eq!(outcome.failure(), None, "{outcome:?}");
+    assert_eq!(rig.view.loaded_configs().await.unwrap(), std::slice::from_ref(&config));
+    let api = rig._api.downcast_ref::<FakeKubeApi>().unwrap();
+    let execs = api.execs();
+    let fixed = vrouter_providers::kubevirt::virsh::exec_argv(&format!("{NS}_{VMI}"));
+    assert!(!execs.is_empty());
+    for exec in &execs {
+        assert_eq!(exec.command, fixed, "{}", exec.uri);
+    }
+    // The script did travel, base64 in a guest-file-write on stdin.
+    let written: Vec<u8> = execs
+        .iter()
+        .filter_map(|e| serde_json::from_slice::<serde_json::Value>(e.stdin.strip_suffix(b"\n")?).ok())
+        .filter(|c| c["execute"] == "guest-file-write")
+        .flat_map(|c| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD
+                .decode(c["arguments"]["buf-b64"].as_str().unwrap())
+                .unwrap()
+        })
+        .collect();
+    assert!(String::from_utf8_lossy(&written).contains(secret));
 }
 
 #[tokio::test]

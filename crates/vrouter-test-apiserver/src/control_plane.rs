@@ -15,6 +15,41 @@ use crate::{Binaries, Error};
 /// routes to it and nothing dials it.
 const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
 
+/// How a control plane is started beyond the defaults.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Record every request in an audit log ([`AUDIT_LOG`] in the data
+    /// directory): metadata for all, request bodies of writes except those
+    /// that carry credentials (Secrets, ConfigMaps, tokens).
+    pub audit: bool,
+    /// Admission plugins to enable besides the API server's defaults, e.g.
+    /// `OwnerReferencesPermissionEnforcement` (which some distributions
+    /// turn on): it checks `update` on an owner's `finalizers` for every
+    /// owner reference that blocks its owner's deletion.
+    pub admission_plugins: Vec<String>,
+}
+
+/// The audit log's file name in the data directory.
+pub const AUDIT_LOG: &str = "audit.log";
+
+/// Metadata (who, what, which object, the answer) of every request, and the
+/// body of writes, whose owner references RBAC checks need; never the body
+/// of a request that may carry a credential.
+const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    resources:
+      - group: ""
+        resources: ["secrets", "configmaps", "serviceaccounts/token"]
+      - group: "authentication.k8s.io"
+        resources: ["tokenreviews"]
+  - level: Request
+    verbs: ["create", "update", "patch"]
+  - level: Metadata
+"#;
+
 /// Runs `etcd` and `kube-apiserver`; stops them and removes the data directory on drop.
 pub(crate) struct ControlPlane {
     dir: PathBuf,
@@ -58,10 +93,36 @@ impl KeyFiles {
     }
 }
 
+/// The API server's arguments for what `options` turn on; writes the audit
+/// policy into `dir` when auditing.
+fn optional_apiserver_args(dir: &Path, options: &Options) -> Result<Vec<String>, Error> {
+    let mut args = Vec::new();
+    if options.audit {
+        let policy = dir.join("audit-policy.yaml");
+        fs::write(&policy, AUDIT_POLICY).map_err(Error::io(format!("writing {}", policy.display())))?;
+        args.extend([
+            format!("--audit-policy-file={}", policy.display()),
+            format!("--audit-log-path={}", dir.join(AUDIT_LOG).display()),
+            "--audit-log-format=json".to_owned(),
+            // Written before the response, so a test that saw an answer
+            // finds its request in the log.
+            "--audit-log-mode=blocking".to_owned(),
+            "--audit-log-maxbackup=0".to_owned(),
+        ]);
+    }
+    if !options.admission_plugins.is_empty() {
+        args.push(format!(
+            "--enable-admission-plugins={}",
+            options.admission_plugins.join(",")
+        ));
+    }
+    Ok(args)
+}
+
 impl ControlPlane {
     /// Writes the key material into a new temporary directory and starts both
     /// processes on free loopback ports. Does not wait for readiness.
-    pub fn spawn(binaries: &Binaries, certs: &Certs) -> Result<ControlPlane, Error> {
+    pub fn spawn(binaries: &Binaries, certs: &Certs, options: &Options) -> Result<ControlPlane, Error> {
         let dir = tempfile::Builder::new()
             .prefix("vrouter-test-apiserver-")
             .tempdir()
@@ -133,6 +194,7 @@ impl ControlPlane {
             "--enable-priority-and-fairness=false".to_owned(),
             "--profiling=false".to_owned(),
         ]);
+        apiserver.args(optional_apiserver_args(&dir, options)?);
         plane.apiserver = Some(plane.spawn_logged("kube-apiserver", &mut apiserver, "kube-apiserver.log")?);
         Ok(plane)
     }

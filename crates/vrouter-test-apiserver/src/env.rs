@@ -16,7 +16,7 @@ use kube::{Api, Client, Config, Resource};
 use tokio::sync::OnceCell;
 
 use crate::certs::Certs;
-use crate::control_plane::ControlPlane;
+use crate::control_plane::{AUDIT_LOG, ControlPlane, Options};
 use crate::{Binaries, Error, WebhookTls};
 
 /// How long the API server may take to answer `/readyz`. It takes about three
@@ -53,19 +53,34 @@ impl TestEnv {
 
     /// A control plane of its own, stopped and removed when dropped.
     pub async fn start() -> Result<TestEnv, Error> {
+        TestEnv::start_with(Options::default()).await
+    }
+
+    /// A control plane of its own that records every request in an audit
+    /// log ([`TestEnv::audit_events`]), with the
+    /// `OwnerReferencesPermissionEnforcement` admission plugin on.
+    pub async fn start_audited() -> Result<TestEnv, Error> {
+        TestEnv::start_with(Options {
+            audit: true,
+            admission_plugins: vec!["OwnerReferencesPermissionEnforcement".to_owned()],
+        })
+        .await
+    }
+
+    async fn start_with(options: Options) -> Result<TestEnv, Error> {
         let binaries = Binaries::locate()?;
         let mut attempt = 1;
         loop {
-            match TestEnv::start_once(&binaries).await {
+            match TestEnv::start_once(&binaries, &options).await {
                 Err(Error::ExitedEarly { .. }) if attempt < START_ATTEMPTS => attempt += 1,
                 result => return result,
             }
         }
     }
 
-    async fn start_once(binaries: &Binaries) -> Result<TestEnv, Error> {
+    async fn start_once(binaries: &Binaries, options: &Options) -> Result<TestEnv, Error> {
         let certs = Certs::generate()?;
-        let mut plane = ControlPlane::spawn(binaries, &certs)?;
+        let mut plane = ControlPlane::spawn(binaries, &certs, options)?;
         let kubeconfig = kubeconfig_yaml(plane.apiserver_port(), &certs);
         let kubeconfig_path = plane.dir().join("kubeconfig");
         std::fs::write(&kubeconfig_path, &kubeconfig)
@@ -112,6 +127,17 @@ impl TestEnv {
     /// The temporary directory holding etcd's data, the certificates and the logs.
     pub fn data_dir(&self) -> &Path {
         self.plane.dir()
+    }
+
+    /// Every request the API server has recorded so far, one JSON audit
+    /// event (`audit.k8s.io/v1` `Event`) each; empty unless started with
+    /// [`TestEnv::start_audited`].
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.plane.dir().join(AUDIT_LOG))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
     }
 
     /// The process ids of etcd and kube-apiserver.

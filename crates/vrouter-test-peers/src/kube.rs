@@ -1,7 +1,9 @@
 //! An in-process Kubernetes API for the KubeVirt provider, on plain HTTP at
 //! 127.0.0.1: `GET` of a VirtualMachineInstance, `LIST` of pods by label,
 //! and pods/exec over the websocket channel subprotocol
-//! (`v5.channel.k8s.io`/`v4.channel.k8s.io`, what kube-rs asks for).
+//! (`v5.channel.k8s.io`/`v4.channel.k8s.io`, what kube-rs asks for), with
+//! stdin (channel 0, closed by a `v5` close frame or the end of the stream),
+//! stdout, stderr and the status channel.
 //!
 //! A launcher pod's `compute` container is one of two things:
 //! - a real libvirtd ([`FakeKubeApi::put_libvirt_launcher_pod`]): the exec
@@ -48,6 +50,11 @@ pub struct ExecSeen {
     pub pod: String,
     pub container: String,
     pub command: Vec<String>,
+    /// The request's path and query as the API server would log them.
+    pub uri: String,
+    /// What the client sent on stdin so far: each chunk is recorded before
+    /// the command reads it.
+    pub stdin: Vec<u8>,
 }
 
 struct LauncherPod {
@@ -357,6 +364,30 @@ async fn vmi_from(state: &State, api_server: &kube::Client, ns: &str, name: &str
     }
 }
 
+impl State {
+    /// Records an exec; its index in `execs`.
+    fn record_exec(&self, exec: ExecSeen) -> usize {
+        let mut execs = self.execs.lock().unwrap();
+        execs.push(exec);
+        execs.len() - 1
+    }
+
+    /// The lock that keeps one agent's commands apart, as virsh does.
+    fn agent_lock(&self, compute: &Compute) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        let Compute::Agent(Some(socket)) = compute else {
+            return None;
+        };
+        Some(
+            self.agent_locks
+                .lock()
+                .unwrap()
+                .entry(socket.clone())
+                .or_default()
+                .clone(),
+        )
+    }
+}
+
 async fn exec(
     state: Arc<State>,
     req: Request<Incoming>,
@@ -380,11 +411,13 @@ async fn exec(
             &format!("container {container} is not valid for pod {pod_name}"),
         );
     }
-    state.execs.lock().unwrap().push(ExecSeen {
+    let seen = state.record_exec(ExecSeen {
         namespace: ns.into(),
         pod: pod_name.into(),
         container,
         command: command.clone(),
+        uri: req.uri().to_string(),
+        stdin: Vec::new(),
     });
     let Some(key) = req.headers().get(header::SEC_WEBSOCKET_KEY).cloned() else {
         return status(400, "BadRequest", "exec needs a websocket upgrade");
@@ -401,61 +434,146 @@ async fn exec(
     else {
         return status(400, "BadRequest", "no supported channel subprotocol offered");
     };
-    let agent_lock = match &compute {
-        Compute::Agent(Some(socket)) => Some(
-            state
-                .agent_locks
-                .lock()
-                .unwrap()
-                .entry(socket.clone())
-                .or_default()
-                .clone(),
-        ),
-        _ => None,
-    };
+    let agent_lock = state.agent_lock(&compute);
     let domain = format!("{ns}_{vmi_name}");
     tokio::spawn(async move {
         let Ok(upgraded) = hyper::upgrade::on(req).await else {
             return;
         };
         let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+        let (ws, from_client) = ws.split();
+        // Each stdin chunk is recorded as it arrives, before the command
+        // sees it: by the time an answer goes out, what it answered is in
+        // the record.
+        let recorder = state.clone();
+        let stdin = Stdin::pump(from_client, move |bytes| {
+            if let Some(exec) = recorder.execs.lock().unwrap().get_mut(seen) {
+                exec.stdin.extend_from_slice(bytes);
+            }
+        });
         let (stdout, stderr, code) = match compute {
-            Compute::Agent(socket) => run_virsh(&command, &domain, socket, agent_lock).await,
-            Compute::Libvirt { libvirt, default_uri } => run_in_container(&libvirt, &command, default_uri).await,
+            Compute::Agent(socket) => run_virsh(&command, &domain, socket, agent_lock, stdin).await,
+            Compute::Libvirt { libvirt, default_uri } => run_in_container(&libvirt, &command, default_uri, stdin).await,
         };
         send_exec_result(ws, &stdout, &stderr, code).await;
     });
+    switching_protocols(key.as_bytes(), protocol)
+}
+
+/// The answer that turns an exec request into a websocket speaking `protocol`.
+fn switching_protocols(key: &[u8], protocol: &str) -> Answer {
     let mut resp = response(StatusCode::SWITCHING_PROTOCOLS, None, "text/plain", Vec::new());
     let headers = resp.headers_mut();
     headers.insert(header::UPGRADE, "websocket".parse().unwrap());
     headers.insert(header::CONNECTION, "Upgrade".parse().unwrap());
-    headers.insert(
-        header::SEC_WEBSOCKET_ACCEPT,
-        derive_accept_key(key.as_bytes()).parse().unwrap(),
-    );
+    headers.insert(header::SEC_WEBSOCKET_ACCEPT, derive_accept_key(key).parse().unwrap());
     headers.insert(header::SEC_WEBSOCKET_PROTOCOL, protocol.parse().unwrap());
     headers.remove(header::CONTENT_TYPE);
     resp
 }
 
-/// Runs `command` as sent in the libvirt container: (stdout, stderr, exit
-/// code), as the kubelet reports them.
+/// The exec's stdin as the container sees it: the bytes of channel 0 in
+/// order, ending when the client closes it (a `v5` close frame for channel
+/// 0) or the stream.
+struct Stdin(tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>);
+
+impl Stdin {
+    /// Reads the client's frames until the stream ends, handing each stdin
+    /// chunk to `record` before the command can read it.
+    fn pump<S>(mut from_client: S, mut record: impl FnMut(&[u8]) + Send + 'static) -> Stdin
+    where
+        S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin + Send + 'static,
+    {
+        let (data, stdin) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut data = Some(data);
+            while let Some(Ok(message)) = from_client.next().await {
+                let Message::Binary(frame) = message else { continue };
+                match frame.split_first() {
+                    Some((0, bytes)) => {
+                        record(bytes);
+                        if let Some(data) = &data {
+                            let _ = data.send(bytes.to_vec());
+                        }
+                    }
+                    // v5: the client closed channel 0.
+                    Some((255, [0])) => data = None,
+                    _ => {}
+                }
+            }
+        });
+        Stdin(stdin)
+    }
+
+    /// The next chunk, `None` once stdin is closed.
+    async fn next(&mut self) -> Option<Vec<u8>> {
+        self.0.recv().await
+    }
+
+    /// Everything up to the first newline (without it), or to the close.
+    async fn line(&mut self) -> Option<Vec<u8>> {
+        let mut line = Vec::new();
+        loop {
+            match self.next().await {
+                Some(chunk) => {
+                    if let Some(end) = chunk.iter().position(|b| *b == b'\n') {
+                        line.extend_from_slice(&chunk[..end]);
+                        return Some(line);
+                    }
+                    line.extend_from_slice(&chunk);
+                }
+                None if line.is_empty() => return None,
+                None => return Some(line),
+            }
+        }
+    }
+}
+
+/// Runs `command` as sent in the libvirt container, its stdin fed from the
+/// exec's: (stdout, stderr, exit code), as the kubelet reports them.
 async fn run_in_container(
     libvirt: &Libvirt,
     command: &[String],
     default_uri: Option<String>,
+    mut stdin: Stdin,
 ) -> (Vec<u8>, Vec<u8>, i32) {
     if command.is_empty() {
         return (Vec::new(), b"exec: no command\n".to_vec(), 127);
     }
     let argv = libvirt.in_container(command);
     let mut process = tokio::process::Command::new(&argv[0]);
-    process.args(&argv[1..]).kill_on_drop(true);
+    process
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
     match default_uri {
         Some(uri) => process.env("LIBVIRT_DEFAULT_URI", uri),
         None => process.env_remove("LIBVIRT_DEFAULT_URI"),
     };
-    match process.output().await {
+    let mut child = match process.spawn() {
+        Ok(child) => child,
+        Err(e) => return (Vec::new(), format!("exec: {e}\n").into_bytes(), 127),
+    };
+    let mut to_child = child.stdin.take();
+    let feed = async move {
+        while let Some(chunk) = stdin.next().await {
+            let Some(pipe) = to_child.as_mut() else { break };
+            if pipe.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        // Closing the pipe is the process's end of file.
+        drop(to_child);
+    };
+    // As the kubelet: the exec ends when the process does, whether or not
+    // the client has closed stdin (one that keeps it open until the status
+    // arrives would otherwise wait forever).
+    let feeding = tokio::spawn(feed);
+    let output = child.wait_with_output().await;
+    feeding.abort();
+    match output {
         Ok(output) => (output.stdout, output.stderr, output.status.code().unwrap_or(128)),
         Err(e) => (Vec::new(), format!("exec: {e}\n").into_bytes(), 127),
     }
@@ -480,9 +598,9 @@ fn launcher(state: &State, ns: &str, pod_name: &str) -> Option<(String, Compute)
 
 /// Sends a finished command's output and exit status over the exec
 /// websocket as the kubelet does (channel 1 stdout, 2 stderr, 3 status).
-async fn send_exec_result<S>(mut ws: WebSocketStream<S>, stdout: &[u8], stderr: &[u8], code: i32)
+async fn send_exec_result<W>(mut ws: W, stdout: &[u8], stderr: &[u8], code: i32)
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    W: futures::Sink<Message> + Unpin,
 {
     let mut frames = Vec::new();
     if !stdout.is_empty() {
@@ -505,29 +623,52 @@ where
             return;
         }
     }
-    let _ = ws.close(None).await;
-    // Drain until the client closes too.
-    while let Some(Ok(_)) = ws.next().await {}
+    // The stdin pump reads on until the client closes too.
+    let _ = ws.close().await;
 }
 
-/// `virsh qemu-agent-command DOMAIN JSON`: (stdout, stderr, exit code).
+/// Whether `command` is `sh -c SCRIPT NAME DOMAIN` with a SCRIPT that
+/// reads the agent command from a line of stdin and runs virsh with it.
+fn agent_command_from_stdin(command: &[String]) -> Option<&str> {
+    let [shell, dash_c, script, _name, domain] = command else {
+        return None;
+    };
+    let reads_a_line = script.starts_with("IFS= read -r command ")
+        && script.ends_with("exec virsh qemu-agent-command \"$1\" \"$command\"");
+    (shell.ends_with("/sh") && dash_c == "-c" && reads_a_line).then_some(domain.as_str())
+}
+
+/// `virsh qemu-agent-command DOMAIN JSON`, or the same with the JSON read
+/// from a line of stdin by a shell: (stdout, stderr, exit code).
 async fn run_virsh(
     command: &[String],
     domain: &str,
     socket: Option<PathBuf>,
     lock: Option<Arc<tokio::sync::Mutex<()>>>,
+    mut stdin: Stdin,
 ) -> (Vec<u8>, Vec<u8>, i32) {
     let fail = |msg: String| (Vec::new(), format!("error: {msg}\n").into_bytes(), 1);
-    let [virsh, sub, asked_domain, json] = command else {
-        return fail(format!("unexpected command {command:?}"));
+    let from_stdin;
+    let (asked_domain, json) = match (agent_command_from_stdin(command), command) {
+        (Some(asked_domain), _) => {
+            let Some(line) = stdin.line().await else {
+                return fail("no agent command arrived on stdin".into());
+            };
+            from_stdin = String::from_utf8_lossy(&line).into_owned();
+            (asked_domain, &from_stdin)
+        }
+        (None, [virsh, sub, asked_domain, json]) if virsh == "virsh" && sub == "qemu-agent-command" => {
+            (asked_domain.as_str(), json)
+        }
+        (None, [program, ..]) => {
+            return (
+                Vec::new(),
+                format!("exec: {program}: not supported by the fake\n").into_bytes(),
+                127,
+            );
+        }
+        (None, []) => return fail("no command".into()),
     };
-    if virsh != "virsh" || sub != "qemu-agent-command" {
-        return (
-            Vec::new(),
-            format!("exec: {virsh}: not supported by the fake\n").into_bytes(),
-            127,
-        );
-    }
     if asked_domain != domain {
         return fail(format!("failed to get domain '{asked_domain}'"));
     }

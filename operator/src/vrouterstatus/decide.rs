@@ -58,7 +58,7 @@ pub struct Sync {
 /// due now: never read, a full interval since the last read, an apply not
 /// yet baselined, or a drift waiting to be repaired (say, just unpaused).
 /// Reconciles woken for anything else — among them this controller's own
-/// status and ConfigMap writes — must not read the router.
+/// status and Secret writes — must not read the router.
 pub fn sync_wait(
     status: &VRouterStatusStatus,
     config: &ConfigView,
@@ -148,14 +148,14 @@ pub fn on_read_failed(status: &VRouterStatusStatus, error: &str, now: Timestamp)
     status
 }
 
-/// Why the configs cannot be stored in one ConfigMap, when they cannot: an
+/// Why the configs cannot be stored in one Secret, when they cannot: an
 /// object is at most about 1.5 MiB in etcd, and a silently truncated config
 /// would mislead whoever compares it. The hashes are still kept.
 pub fn too_large_to_store(startup: usize, running: usize, limit: usize) -> Option<String> {
     let total = startup.saturating_add(running);
     (total > limit).then(|| {
         format!(
-            "the configs are {total} bytes (startup {startup}, running {running}), more than the {limit} bytes one ConfigMap holds here; hashes are kept, the content is not stored"
+            "the configs are {total} bytes (startup {startup}, running {running}), more than the {limit} bytes one Secret holds here; hashes are kept, the content is not stored"
         )
     })
 }

@@ -4,10 +4,10 @@
 
 pub mod decide;
 mod reconcile;
+mod stored_configs;
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
@@ -16,7 +16,8 @@ use vrouter_api::{VRouterConfig, VRouterStatus};
 use crate::context::Context;
 use crate::reconciler::{self, Scope, Shutdown};
 
-pub use reconcile::{CONTROLLER, MAX_STORED_BYTES};
+pub use reconcile::CONTROLLER;
+pub use stored_configs::{MAX_STORED_BYTES, SECRET_TYPE};
 
 /// Runs the VRouterStatus controller until `shutdown`. A config's change (a
 /// new apply, a pause lifted) wakes the status object watching it, so a
@@ -25,11 +26,11 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let wc = watcher::Config::default();
     let controller = Controller::new(scope.api::<VRouterStatus>(), wc.clone());
     let statuses = controller.store();
-    let controller = controller.owns(scope.api::<ConfigMap>(), wc.clone()).watches(
-        scope.api::<VRouterConfig>(),
-        wc,
-        move |config| watching(&statuses, &config),
-    );
+    // Its Secrets are not watched: that would need list and watch on every
+    // Secret in the cluster, and the next sync rewrites a changed one.
+    let controller = controller.watches(scope.api::<VRouterConfig>(), wc, move |config| {
+        watching(&statuses, &config)
+    });
     reconciler::run::<reconcile::StatusReconciler>(controller, ctx, shutdown).await;
 }
 

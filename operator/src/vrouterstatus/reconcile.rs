@@ -1,34 +1,27 @@
 //! The VRouterStatus reconciler: reads the router's startup config back,
-//! keeps it in a ConfigMap, and sends a drifted VRouterConfig back to
+//! keeps it in a Secret ([`super::stored_configs`]), and sends a drifted VRouterConfig back to
 //! Pending so it is applied again.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{condition, reason};
-use vrouter_api::{ControllerRef, Phase, VRouterConfig, VRouterStatus, VRouterTarget};
+use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
 
 use super::decide::{self, ConfigView, Reading};
+use super::stored_configs;
 use crate::conditions::{self, Wanted};
 use crate::context::Context;
-use crate::context::FIELD_MANAGER;
 use crate::metrics::ResultLabels;
 use crate::reconciler::Reconciler;
 use crate::status_writes;
 
 pub const CONTROLLER: &str = "vrouterstatus";
-
-/// ConfigMaps live in etcd objects of at most 1.5 MiB; stay well below so
-/// the object with its metadata always fits.
-pub const MAX_STORED_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -86,7 +79,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
         paused: config.is_paused(),
         repair_off: !ctx.settings.drift_repair,
     };
-    // Every write of this status (and of its ConfigMap) comes back as a
+    // Every write of this status comes back as a
     // watch event; without this the router would be read again at once,
     // and the new lastFetchTime written again, in a loop.
     if let Some(wait) = decide::sync_wait(&current, &view, sync_interval(vrs), now) {
@@ -120,7 +113,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
         },
     };
     let mut sync = decide::on_read(&current, &view, &reading, now);
-    sync.status.config_map_ref = store_configs(ctx, vrs, &startup, &running, &mut sync.status.message).await?;
+    stored_configs::keep(&ctx.client, vrs, &current, &startup, &running, &mut sync.status).await?;
     status_writes::patch_status(&ctx.client, vrs, Some(&current), &sync.status).await?;
     if sync.drift_started {
         ctx.metrics.drifts_detected.inc();
@@ -164,55 +157,6 @@ async fn read_router(ctx: &Context, config: &VRouterConfig) -> Result<(Vec<u8>, 
         }
     };
     Ok((startup, running))
-}
-
-/// Stores both configs in the ConfigMap; refuses (and says so in the
-/// message) rather than truncate configs too large for an object.
-async fn store_configs(
-    ctx: &Context,
-    vrs: &VRouterStatus,
-    startup: &[u8],
-    running: &[u8],
-    message: &mut String,
-) -> Result<String, Error> {
-    let name = vrs.config_map_name();
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &vrs.namespace().unwrap_or_default());
-    if let Some(refusal) = decide::too_large_to_store(startup.len(), running.len(), MAX_STORED_BYTES) {
-        // An older, smaller copy would be taken for the current one.
-        match api.delete(&name, &Default::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
-        *message = refusal;
-        return Ok(String::new());
-    }
-    let data = BTreeMap::from([
-        ("startup".to_owned(), String::from_utf8_lossy(startup).into_owned()),
-        ("running".to_owned(), String::from_utf8_lossy(running).into_owned()),
-    ]);
-    let config_map = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            owner_references: vrs.controller_ref().map(|owner| vec![owner]),
-            ..Default::default()
-        },
-        data: Some(data),
-        ..Default::default()
-    };
-    let existing = api.get_opt(&name).await?;
-    let unchanged = existing.as_ref().is_some_and(|cm| {
-        cm.data == config_map.data && cm.metadata.owner_references == config_map.metadata.owner_references
-    });
-    if !unchanged {
-        api.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&config_map),
-        )
-        .await?;
-    }
-    Ok(name)
 }
 
 /// Sends a drifted config back to Pending; its controller applies it again

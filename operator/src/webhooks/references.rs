@@ -3,11 +3,13 @@
 //! deleted. Both fail closed: when the API server cannot answer, the request
 //! is denied rather than let through unchecked.
 
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use vrouter_api::manifest::Manifest;
 use vrouter_api::validate::Violation;
+use vrouter_api::vm_access;
 use vrouter_api::{
     NameRef, ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget,
     VRouterTemplate,
@@ -136,13 +138,15 @@ where
     }
 }
 
-/// Every reference of `object` that names no existing object, one
-/// violation each. Kinds that reference nothing have none.
-pub async fn missing(client: &Client, object: &Manifest) -> Vec<Violation> {
+/// What only the API server can tell about `object`: every reference that
+/// names no existing object, one violation each, and a target's reach into
+/// another namespace that namespace has not granted.
+pub async fn cluster_denials(client: &Client, object: &Manifest) -> Vec<Violation> {
     match object {
         Manifest::Binding(b) => binding_references(client, b).await,
         Manifest::Config(c) => config_references(client, c).await,
         Manifest::Status(s) => status_references(client, s).await,
+        Manifest::Target(t) => target_vm_access(client, t).await,
         _ => Vec::new(),
     }
 }
@@ -162,6 +166,35 @@ async fn binding_references(client: &Client, b: &VRouterBinding) -> Vec<Violatio
     check_exist::<VRouterParams>(client, namespace, &of(ReferencedKind::Params), &mut out).await;
     check_exist::<VRouterTarget>(client, namespace, &of(ReferencedKind::Target), &mut out).await;
     out
+}
+
+/// A target naming a KubeVirt VM in another namespace needs that
+/// namespace's grant (`vrouter_api::vm_access`). Fails closed: a Namespace
+/// that cannot be read denies.
+async fn target_vm_access(client: &Client, t: &VRouterTarget) -> Vec<Violation> {
+    let Some(reach) = t.cross_namespace_vm() else {
+        return Vec::new();
+    };
+    let field = "spec.provider.kubevirt.namespace".to_owned();
+    let annotations = match Api::<Namespace>::all(client.clone()).get_opt(&reach.vm_namespace).await {
+        Ok(namespace) => namespace.map(|ns| ns.metadata.annotations.unwrap_or_default()),
+        Err(e) => {
+            return vec![Violation {
+                field,
+                message: format!(
+                    "could not read Namespace {:?} to check its grant: {e}",
+                    reach.vm_namespace
+                ),
+            }];
+        }
+    };
+    match vm_access::check_vm_access(&reach, annotations.as_ref()) {
+        Ok(()) => Vec::new(),
+        Err(denied) => vec![Violation {
+            field,
+            message: denied.to_string(),
+        }],
+    }
 }
 
 async fn config_references(client: &Client, c: &VRouterConfig) -> Vec<Violation> {

@@ -31,7 +31,8 @@ fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, String> {
 
 impl Admission {
     /// Findings for a create or update of `object` of kind `kind`: the
-    /// object's own rules, then whether what it references exists.
+    /// object's own rules, then what only the API server can tell (its
+    /// references exist, the namespaces it reaches granted it).
     async fn validate(&self, kind: &str, object: &DynamicObject) -> Result<Findings, String> {
         let manifest = match kind {
             "VRouterTarget" => Manifest::Target(typed(object)?),
@@ -46,7 +47,7 @@ impl Admission {
         let mut findings = validate::manifest(&manifest, &self.templates);
         findings
             .denials
-            .extend(references::missing(&self.client, &manifest).await);
+            .extend(references::cluster_denials(&self.client, &manifest).await);
         findings.denials.dedup();
         Ok(findings)
     }
@@ -109,7 +110,10 @@ impl Admission {
         tracing::debug!(%kind, name = %req.name, allowed, "admission review");
         self.metrics
             .admission_reviews
-            .get_or_create(&WebhookLabels { kind, allowed })
+            .get_or_create(&WebhookLabels {
+                kind: crate::metrics::review_kind_label(&kind),
+                allowed,
+            })
             .inc();
         response.into_review()
     }

@@ -3,6 +3,8 @@
 //! the operator's controllers running for it.
 #![allow(dead_code)]
 
+pub mod https;
+pub mod operator_process;
 pub mod replica;
 pub mod replica_process;
 pub mod requests;

@@ -14,12 +14,14 @@ use serde_json::{Value, json};
 use vrouter_test_apiserver::TestEnv;
 
 /// The kinds that make up the operator's identity and its grants.
-const RBAC_KINDS: [&str; 5] = [
+const RBAC_KINDS: [&str; 7] = [
     "ServiceAccount",
     "ClusterRole",
     "ClusterRoleBinding",
     "Role",
     "RoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 ];
 
 fn root() -> PathBuf {
@@ -125,6 +127,14 @@ pub async fn install(client: &kube::Client, objects: &[Value]) {
 /// A client that authenticates as ServiceAccount `namespace/name`, with a
 /// token from the TokenRequest API (as a projected token in a pod).
 pub async fn service_account_client(env: &TestEnv, namespace: &str, name: &str) -> kube::Client {
+    let token = service_account_token(env, namespace, name).await;
+    let mut config = env.config().clone();
+    config.auth_info = serde_json::from_value(json!({"token": token})).unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// A token of ServiceAccount `namespace/name` from the TokenRequest API.
+pub async fn service_account_token(env: &TestEnv, namespace: &str, name: &str) -> String {
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             expiration_seconds: Some(3600),
@@ -132,14 +142,23 @@ pub async fn service_account_client(env: &TestEnv, namespace: &str, name: &str) 
         }),
         ..Default::default()
     };
-    let token = Api::<ServiceAccount>::namespaced(env.client(), namespace)
+    Api::<ServiceAccount>::namespaced(env.client(), namespace)
         .create_token_request(name, &PostParams::default(), &request)
         .await
         .unwrap()
         .status
         .unwrap()
-        .token;
-    let mut config = env.config().clone();
-    config.auth_info = serde_json::from_value(json!({"token": token})).unwrap();
-    kube::Client::try_from(config).unwrap()
+        .token
+        .expect("the API server issued a token")
+}
+
+/// A kubeconfig file for the test API server that authenticates with
+/// `token`, for an operator process.
+pub fn kubeconfig_with_token(env: &TestEnv, token: &str, path: &Path) {
+    let mut kubeconfig: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(env.kubeconfig_path()).unwrap()).unwrap();
+    for user in kubeconfig["users"].as_sequence_mut().unwrap() {
+        user["user"] = serde_yaml::to_value(json!({"token": token})).unwrap();
+    }
+    std::fs::write(path, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
 }

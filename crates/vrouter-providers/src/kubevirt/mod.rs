@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use tokio::sync::OnceCell;
 use vrouter_api::ProviderType;
-use vrouter_qga::{Agent, ExecRequest, ExitStatus, FileLimits, Pid, QgaError, TransportError};
+use vrouter_qga::{Agent, ExecRequest, ExitStatus, Pid, QgaError, TransportError};
 
 use crate::error::{KubeAccess, ProviderError};
 use crate::guest::{AgentProvider, GuestAgent, GuestPaths, GuestTiming};
@@ -174,19 +174,13 @@ impl KubeVirtProvider {
                     }
                 })?;
                 let domain = virsh::domain_name(&self.namespace, &self.vm);
-                let limits = FileLimits {
-                    write_chunk: virsh::WRITE_CHUNK_BYTES,
-                    ..FileLimits::default()
-                };
-                Agent::new(VirshTransport::new(
+                Ok::<_, ProviderError>(Agent::new(VirshTransport::new(
                     self.client.clone(),
                     &self.namespace,
                     pod,
                     domain,
                     self.options.call_timeout,
-                ))
-                .with_limits(limits)
-                .map_err(|e| self.map_qga(e))
+                )))
             })
             .await
     }

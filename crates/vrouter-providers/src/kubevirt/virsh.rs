@@ -2,6 +2,17 @@
 //! `virsh qemu-agent-command <namespace>_<name> '<json>'` in the `compute`
 //! container of the virt-launcher pod, over the pods/exec websocket.
 //!
+//! The command travels on the exec's **stdin**, never in its URL: a
+//! pods/exec request names its argv in the query string, which API-server
+//! audit logs, proxies and the kubelet's logs record, and agent commands
+//! carry whole files (the apply script with every password and key of the
+//! router's config) and file contents read back. So the exec runs a fixed
+//! POSIX shell one-liner ([`AGENT_COMMAND_FROM_STDIN`]) that reads one line
+//! from stdin and hands it to `virsh` as its argument; the URL holds only
+//! that script and the domain name. The compute container of KubeVirt's
+//! virt-launcher image has `/bin/sh` (bash) beside `virsh` (libvirt-client);
+//! the shell's own `read` needs no other program.
+//!
 //! `virsh` prints the agent's reply envelope on stdout and exits 0; when the
 //! agent answers with an error it exits 1 and prints
 //! `error: internal error: unable to execute QEMU agent command '<cmd>': <desc>`
@@ -13,7 +24,7 @@ use std::time::Duration;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, AttachParams, PostParams};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use vrouter_qga::{AgentError, CallFuture, Command, QgaError, Reply, Transport, TransportError};
 
 use crate::error::{KubeAccess, ProviderError};
@@ -25,46 +36,56 @@ pub const COMPUTE_CONTAINER: &str = "compute";
 /// answered with an error.
 const AGENT_ERROR_MARKER: &str = "unable to execute QEMU agent command";
 
-/// The longest URI the `http` crate (and so kube-rs) builds: 65 534 bytes.
-/// The exec command travels in the query string, percent-encoded, so this —
-/// not the 128 KiB Linux allows one argument — bounds one agent command.
-pub const MAX_EXEC_URI_BYTES: usize = u16::MAX as usize - 1;
+/// The shell run in the compute container: one line of stdin (the agent
+/// command, JSON without a raw newline) becomes `virsh`'s argument. `$1` is
+/// the domain. Reading a line rather than to end-of-file means the command
+/// does not depend on the exec protocol's stdin close (`v5.channel.k8s.io`
+/// only): an API server speaking `v4` works the same.
+pub const AGENT_COMMAND_FROM_STDIN: &str = "IFS= read -r command || { echo 'error: no agent command arrived on stdin' >&2; exit 1; }; exec virsh qemu-agent-command \"$1\" \"$command\"";
 
-/// Room for the path, container, the other command words and flags.
-const URI_OVERHEAD_ALLOWANCE: usize = 2048;
+/// `$0` of that shell, shown by `ps` in the container.
+const SHELL_NAME: &str = "vrouter-agent-command";
 
-/// Raw bytes per `guest-file-write` over virsh. Base64 of 12 KiB is 16 384
-/// characters; percent-encoding at most triples that (a chunk of nothing but
-/// `+` and `/`), 49 152 bytes, which leaves room for the JSON around it
-/// under [`MAX_EXEC_URI_BYTES`].
-pub const WRITE_CHUNK_BYTES: usize = 12 * 1024;
-
-/// The length of `s` once form-urlencoded into the exec query string.
-pub fn query_encoded_len(s: &str) -> usize {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"*-._ ".contains(&b) {
-                1
-            } else {
-                3
-            }
-        })
-        .sum()
-}
+/// Linux caps one argv string at 32 pages (`MAX_ARG_STRLEN`, 128 KiB with
+/// its NUL): the command becomes `virsh`'s argument, so this bounds it.
+pub const MAX_AGENT_COMMAND_BYTES: usize = 128 * 1024 - 1;
 
 /// libvirt's domain name for a KubeVirt VMI.
 pub fn domain_name(namespace: &str, vmi: &str) -> String {
     format!("{namespace}_{vmi}")
 }
 
-/// The argv run in the compute container for one command.
-pub fn virsh_argv(domain: &str, command_json: &str) -> Vec<String> {
+/// The argv of the exec for one command: the shell above and the domain,
+/// nothing of the command itself.
+pub fn exec_argv(domain: &str) -> Vec<String> {
     vec![
-        "virsh".into(),
-        "qemu-agent-command".into(),
+        "/bin/sh".into(),
+        "-c".into(),
+        AGENT_COMMAND_FROM_STDIN.into(),
+        SHELL_NAME.into(),
         domain.into(),
-        command_json.into(),
     ]
+}
+
+/// What the exec's stdin carries for one command: its JSON and a newline.
+/// `Err` when it cannot travel as one line of one argument.
+pub fn stdin_line(command_json: &str) -> Result<Vec<u8>, TransportError> {
+    if command_json.len() > MAX_AGENT_COMMAND_BYTES {
+        return Err(TransportError::RequestTooLarge {
+            size: command_json.len(),
+            limit: MAX_AGENT_COMMAND_BYTES,
+        });
+    }
+    // serde_json writes control characters escaped, so this is a bug guard.
+    if command_json.contains(['\n', '\0']) {
+        return Err(TransportError::Garbled(
+            "an agent command holds a raw newline or NUL and cannot be sent as one line".into(),
+        ));
+    }
+    let mut line = Vec::with_capacity(command_json.len() + 1);
+    line.extend_from_slice(command_json.as_bytes());
+    line.push(b'\n');
+    Ok(line)
 }
 
 /// How one virsh run ended, from its output and exit status.
@@ -207,46 +228,56 @@ impl VirshTransport {
     }
 
     async fn run(&self, command: &Command) -> Result<Reply, TransportError> {
-        let json = command.to_json();
-        let size = query_encoded_len(&json) + URI_OVERHEAD_ALLOWANCE;
-        if size > MAX_EXEC_URI_BYTES {
-            return Err(TransportError::RequestTooLarge {
-                size,
-                limit: MAX_EXEC_URI_BYTES,
-            });
-        }
-        let argv = virsh_argv(&self.domain, &json);
+        let line = stdin_line(&command.to_json())?;
         let params = AttachParams::default()
             .container(COMPUTE_CONTAINER)
-            .stdin(false)
+            .stdin(true)
             .stdout(true)
             .stderr(true)
+            .max_stdin_buf_size(line.len())
             .max_stdout_buf_size(1024 * 1024);
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
-        let mut process = match pods.exec(&self.pod, argv, &params).await {
+        let mut process = match pods.exec(&self.pod, exec_argv(&self.domain), &params).await {
             Ok(process) => process,
             Err(e) => return Err(self.exec_failed(e).await),
         };
         let status = process
             .take_status()
             .ok_or_else(|| TransportError::backend("the exec stream has no status channel", None))?;
+        let mut stdin = process
+            .stdin()
+            .ok_or_else(|| TransportError::backend("the exec stream has no stdin", None))?;
         let mut stdout = process
             .stdout()
             .ok_or_else(|| TransportError::backend("the exec stream has no stdout", None))?;
         let mut stderr = process
             .stderr()
             .ok_or_else(|| TransportError::backend("the exec stream has no stderr", None))?;
-        // All three are read together: kube-rs buffers each stream in a
-        // small pipe, so an unread stdout would stall the status.
+        // The command goes in while the output is read: kube-rs buffers each
+        // stream in a small pipe, so an unread stdout would stall the status.
+        // Stdin stays open until the status is in (a v4 stream has no
+        // stdin close and would end whole); the shell stops at the newline.
         let mut out = Vec::new();
         let mut err = Vec::new();
-        let (out_read, err_read, status) =
-            tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err), status);
+        let (sent, out_read, err_read, status) = tokio::join!(
+            stdin.write_all(&line),
+            stdout.read_to_end(&mut out),
+            stderr.read_to_end(&mut err),
+            status
+        );
+        drop(stdin);
         out_read.map_err(TransportError::Io)?;
         err_read.map_err(TransportError::Io)?;
         let status = status.ok_or_else(|| {
             TransportError::backend(format!("exec into pod {} ended without an exit status", self.pod), None)
         })?;
+        // A command that did not all arrive shows in the exit status (the
+        // shell's own message), which says more than the broken pipe.
+        if let Err(error) = sent
+            && exit_ok(&status)
+        {
+            return Err(TransportError::Io(error));
+        }
         interpret(exit_ok(&status), &out, &err)
     }
 }
@@ -309,20 +340,68 @@ mod tests {
     }
 
     #[test]
-    fn the_worst_write_chunk_fits_the_exec_uri() {
-        // Bytes whose base64 is all '/' — each of which percent-encodes to 3 bytes.
-        let worst = vec![0xffu8; WRITE_CHUNK_BYTES];
-        let json = Command::file_write(vrouter_qga::FileHandle(1_000_000), &worst).to_json();
-        assert!(query_encoded_len(&json) + URI_OVERHEAD_ALLOWANCE <= MAX_EXEC_URI_BYTES);
-        assert_eq!(query_encoded_len("a b+c/{"), 1 + 1 + 1 + 3 + 1 + 3 + 3);
+    fn the_exec_url_carries_the_domain_and_never_the_command() {
+        let json = Command::file_write(vrouter_qga::FileHandle(7), b"pre-shared-secret s3cr3t").to_json();
+        let argv = exec_argv("prod_r1");
+        assert_eq!(argv[..3], ["/bin/sh", "-c", AGENT_COMMAND_FROM_STDIN]);
+        assert_eq!(argv.last().unwrap(), "prod_r1");
+        assert!(
+            argv.iter()
+                .all(|a| !a.contains("guest-file-write") && !a.contains(&json))
+        );
+        assert_eq!(stdin_line(&json).unwrap(), format!("{json}\n").into_bytes());
     }
 
     #[test]
-    fn domain_and_argv() {
+    fn the_largest_write_chunk_fits_one_argument_and_more_is_refused() {
+        let worst = vec![0xffu8; vrouter_qga::constants::WRITE_CHUNK_BYTES];
+        let json = Command::file_write(vrouter_qga::FileHandle(1_000_000), &worst).to_json();
+        assert!(stdin_line(&json).is_ok(), "{} bytes", json.len());
+        let too_long = "x".repeat(MAX_AGENT_COMMAND_BYTES + 1);
+        assert!(matches!(
+            stdin_line(&too_long),
+            Err(TransportError::RequestTooLarge {
+                limit: MAX_AGENT_COMMAND_BYTES,
+                ..
+            })
+        ));
+        assert!(matches!(stdin_line("{\"a\":\n1}"), Err(TransportError::Garbled(_))));
+    }
+
+    #[test]
+    fn domain_names_follow_kubevirt() {
         assert_eq!(domain_name("prod", "r1"), "prod_r1");
-        assert_eq!(
-            virsh_argv("prod_r1", r#"{"execute":"guest-ping"}"#),
-            ["virsh", "qemu-agent-command", "prod_r1", r#"{"execute":"guest-ping"}"#]
-        );
+    }
+
+    /// The one-liner under a real POSIX shell (dash here; bash in the
+    /// launcher image): the line becomes one argument, byte for byte.
+    #[test]
+    fn the_shell_hands_the_line_to_virsh_as_one_argument() {
+        use std::io::Write;
+        let dir = std::env::temp_dir().join(format!("vrouter-virsh-stdin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("virsh");
+        std::fs::write(&fake, "#!/bin/sh\nprintf '%s\\0' \"$@\"\n").unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let json = r#"{"execute":"guest-file-write","arguments":{"buf-b64":"JCgpIGAnIiBcXA==","x":"a b\\t*?[]$HOME"}}"#;
+        let argv = exec_argv("ns_vm");
+        let mut child = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .as_mut()
+            .unwrap()
+            .write_all(&stdin_line(json).unwrap())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(output.status.success());
+        let words: Vec<&[u8]> = output.stdout.split(|b| *b == 0).filter(|w| !w.is_empty()).collect();
+        assert_eq!(words, [&b"qemu-agent-command"[..], b"ns_vm", json.as_bytes()]);
     }
 }
