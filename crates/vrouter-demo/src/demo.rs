@@ -8,7 +8,7 @@
 //! stop, the agents are killed, and the control plane and every temporary
 //! directory are removed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +20,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use tokio::sync::watch;
-use vrouter_api::{Phase, VRouterConfig, VRouterStatus};
+use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
+use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
 use vrouter_operator::context::{Context, Settings};
 use vrouter_operator::metrics::Metrics;
 use vrouter_providers::{GuestPaths, KubeLookup};
@@ -210,17 +211,58 @@ fn describe(router: &SimRouter, sim: &Simulated) -> String {
 }
 
 async fn create_namespaces(client: &kube::Client, plan: &Plan) -> anyhow::Result<()> {
-    let namespaces: BTreeSet<&str> = plan.items.iter().map(|i| i.key.namespace.as_str()).collect();
+    let grants = cross_namespace_grants(plan);
+    let mut namespaces: BTreeSet<&str> = plan.items.iter().map(|i| i.key.namespace.as_str()).collect();
+    namespaces.extend(grants.keys().map(String::as_str));
     let api: Api<Namespace> = Api::all(client.clone());
     for name in namespaces {
-        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+        let annotations = grants.get(name).map(|allowed| {
+            let value = allowed.iter().map(String::as_str).collect::<Vec<_>>().join(",");
+            json!({ ANNOTATION_ALLOWED_TARGET_NAMESPACES: value })
+        });
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}}))?;
         match api.create(&PostParams::default(), &namespace).await {
             Ok(_) => say("apply", format!("{:<28} Namespace {name}", "(for the examples)")),
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(e).with_context(|| format!("creating namespace {name}")),
         }
+        if let Some(allowed) = grants.get(name) {
+            let patch = json!({"metadata": {"annotations": annotations}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .with_context(|| format!("granting namespace {name}'s VMs to VRouterTargets"))?;
+            let from: Vec<&str> = allowed.iter().map(String::as_str).collect();
+            say(
+                "apply",
+                format!(
+                    "{:<28} Namespace {name} lets VRouterTargets in {} reach its VMs",
+                    "(for the examples)",
+                    from.join(", ")
+                ),
+            );
+        }
     }
     Ok(())
+}
+
+/// For each VM namespace the examples' KubeVirt targets reach from another
+/// namespace, those target namespaces: the VM namespace must consent
+/// (`vrouter_api::vm_access`).
+fn cross_namespace_grants(plan: &Plan) -> BTreeMap<String, BTreeSet<String>> {
+    let mut grants: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for item in plan.items.iter().filter(|i| i.kind == "VRouterTarget") {
+        let Ok(target) = serde_json::from_value::<VRouterTarget>(item.value.clone()) else {
+            continue;
+        };
+        if let Some(reach) = target.cross_namespace_vm() {
+            grants
+                .entry(reach.vm_namespace)
+                .or_default()
+                .insert(reach.target_namespace);
+        }
+    }
+    grants
 }
 
 async fn apply(client: &kube::Client, item: &Item) -> anyhow::Result<()> {
