@@ -45,9 +45,11 @@ impl ReplicaProcess {
         std::fs::write(&kubeconfig, admin.replace(&direct, &format!("server: {server}\n"))).unwrap();
         let log = std::fs::File::create(dir.path().join("operator.log")).unwrap();
         let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let health = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let child = Command::new(env!("CARGO_BIN_EXE_vrouter-operator"))
             .arg("--enable-webhooks=false")
             .arg(format!("--metrics-addr={metrics}"))
+            .arg(format!("--health-probe-addr={health}"))
             .arg("--leader-elect=true")
             .arg(format!("--identity={identity}"))
             .arg(format!("--lease-name={lease}"))
