@@ -350,6 +350,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let watch = watch_configs(ns.api::<VRouterConfig>(), seen.clone());
     let before = requests::served(&admin).await;
+    let conflicts_before = requests::conflicts(&admin).await;
     let started = Instant::now();
     create::<VRouterBinding>(&ns, binding_body(targets)).await;
     let limit = Duration::from_secs(60 + targets as u64);
@@ -366,6 +367,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     let cpu_after_apply = cpu_seconds_of_threads("operator");
     let peak_rss = peak_rss_mib();
     let during = requests::delta(&before, &after);
+    let conflicts = requests::delta(&conflicts_before, &requests::conflicts(&admin).await);
     let per_config = requests::total(&during, |_| true) as f64 / targets as f64;
 
     // Idle: everything Applied, nothing changing.
@@ -417,6 +419,8 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         "requests_per_config": per_config,
         "requests_per_config_budget": REQUESTS_PER_CONFIG_BUDGET,
         "requests_by_series": table(&during),
+        "conflicts_total": requests::total(&conflicts, |_| true),
+        "conflicts_by_series": table(&conflicts),
         "startup_requests_by_series": table(&requests::delta(&Counts::new(), &startup_quiet)),
         "idle_seconds": idle_secs,
         "idle_heartbeat_writes": heartbeats,

@@ -53,6 +53,17 @@ fn label<'a>(series: &'a str, name: &str) -> &'a str {
 /// every 10 s; Leases are left out (the operator under test runs without
 /// leader election).
 pub async fn served(client: &kube::Client) -> Counts {
+    served_with_code(client, |_| true).await
+}
+
+/// Requests the API server answered with 409 Conflict so far (a write
+/// whose resourceVersion precondition failed, or a create of an existing
+/// name), by verb and resource.
+pub async fn conflicts(client: &kube::Client) -> Counts {
+    served_with_code(client, |code| code == "409").await
+}
+
+async fn served_with_code(client: &kube::Client, code: impl Fn(&str) -> bool) -> Counts {
     let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = client
         .request_text(request)
@@ -63,6 +74,9 @@ pub async fn served(client: &kube::Client) -> Counts {
         let Some((series, value)) = line.rsplit_once(' ') else {
             continue;
         };
+        if !code(label(series, "code")) {
+            continue;
+        }
         let key = Series {
             verb: label(series, "verb").to_owned(),
             resource: label(series, "resource").to_owned(),
