@@ -7,7 +7,13 @@ use std::path::PathBuf;
 use clap::Parser;
 use vrouter_api::Duration;
 
+use crate::context::Concurrency;
 use crate::telemetry::LogFormat;
+
+/// A concurrency of 0 would mean "unbounded" to kube-runtime: refused.
+fn at_least_one() -> clap::builder::RangedI64ValueParser<u16> {
+    clap::value_parser!(u16).range(1..)
+}
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -99,12 +105,46 @@ pub struct Args {
     #[arg(long, env = "DRIFT_REPAIR", default_value_t = true, action = clap::ArgAction::Set)]
     pub drift_repair: bool,
 
+    /// VRouterConfigs reconciled at once (each holds a connection to its
+    /// router while it checks, dispatches or polls an apply).
+    #[arg(long, env = "CONFIG_CONCURRENCY", default_value_t = Concurrency::default().configs, value_parser = at_least_one())]
+    pub config_concurrency: u16,
+
+    /// VRouterStatuses reconciled at once (each reads a router's configs back).
+    #[arg(long, env = "STATUS_CONCURRENCY", default_value_t = Concurrency::default().statuses, value_parser = at_least_one())]
+    pub status_concurrency: u16,
+
+    /// VRouterTargets reconciled at once (each asks whether its VM runs).
+    #[arg(long, env = "TARGET_CONCURRENCY", default_value_t = Concurrency::default().targets, value_parser = at_least_one())]
+    pub target_concurrency: u16,
+
+    /// VRouterBindings reconciled at once (each renders all its configs).
+    #[arg(long, env = "BINDING_CONCURRENCY", default_value_t = Concurrency::default().bindings, value_parser = at_least_one())]
+    pub binding_concurrency: u16,
+
+    /// ProxmoxClusters reconciled at once (each lists its cluster's VMs).
+    #[arg(long, env = "CLUSTER_CONCURRENCY", default_value_t = Concurrency::default().clusters, value_parser = at_least_one())]
+    pub cluster_concurrency: u16,
+
     /// Watch only this namespace instead of the whole cluster.
     #[arg(long, env = "WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
 
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+}
+
+impl Args {
+    /// The reconciles each controller runs at once.
+    pub fn concurrency(&self) -> Concurrency {
+        Concurrency {
+            configs: self.config_concurrency,
+            statuses: self.status_concurrency,
+            targets: self.target_concurrency,
+            bindings: self.binding_concurrency,
+            clusters: self.cluster_concurrency,
+        }
+    }
 }
 
 /// What to do instead of running the operator.
@@ -215,5 +255,30 @@ mod tests {
         );
         let err = Args::try_parse_from(["vrouter-operator", "--apply-timeout", "soon"]).unwrap_err();
         assert!(err.to_string().contains("invalid duration \"soon\""), "{err}");
+    }
+
+    #[test]
+    fn every_controller_concurrency_is_a_flag_and_zero_is_refused() {
+        let args = Args::try_parse_from(["vrouter-operator"]).unwrap();
+        assert_eq!(args.concurrency(), Concurrency::default());
+        let args = Args::try_parse_from([
+            "vrouter-operator",
+            "--config-concurrency=8",
+            "--status-concurrency=7",
+            "--target-concurrency=6",
+            "--binding-concurrency=2",
+            "--cluster-concurrency=1",
+        ])
+        .unwrap();
+        let expected = Concurrency {
+            configs: 8,
+            statuses: 7,
+            targets: 6,
+            bindings: 2,
+            clusters: 1,
+        };
+        assert_eq!(args.concurrency(), expected);
+        let err = Args::try_parse_from(["vrouter-operator", "--config-concurrency=0"]).unwrap_err();
+        assert!(err.to_string().contains("--config-concurrency"), "{err}");
     }
 }

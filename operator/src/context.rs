@@ -50,6 +50,39 @@ pub struct Settings {
     pub drift_repair: bool,
     /// How often every Applied config is checked for its VRouterStatus.
     pub status_sweep: Duration,
+    /// How many objects of each kind are reconciled at once.
+    pub concurrency: Concurrency,
+}
+
+/// Reconciles running at the same time, per controller. Each bounds the
+/// provider connections and API writes a burst (a rollout over many
+/// targets, a restart) opens at once; the other objects of the kind wait
+/// in the controller's queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Concurrency {
+    /// VRouterConfigs: each holds a connection to its router while it
+    /// checks readiness, dispatches or polls an apply.
+    pub configs: u16,
+    /// VRouterStatuses: each reads a router's configs back.
+    pub statuses: u16,
+    /// VRouterTargets: each asks its provider whether the VM runs.
+    pub targets: u16,
+    /// VRouterBindings: each renders every config of the binding.
+    pub bindings: u16,
+    /// ProxmoxClusters: each lists its cluster's VMs.
+    pub clusters: u16,
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Concurrency {
+            configs: 32,
+            statuses: 32,
+            targets: 32,
+            bindings: 4,
+            clusters: 4,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -59,6 +92,7 @@ impl Default for Settings {
             target_poll: Duration::from_secs(60),
             drift_repair: true,
             status_sweep: Duration::from_secs(30),
+            concurrency: Concurrency::default(),
         }
     }
 }

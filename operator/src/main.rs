@@ -60,6 +60,7 @@ async fn main() -> anyhow::Result<()> {
     let settings = Settings {
         apply_timeout: args.apply_timeout.to_std(),
         drift_repair: args.drift_repair,
+        concurrency: args.concurrency(),
         ..Settings::default()
     };
     let providers = Arc::new(FactoryProviders {

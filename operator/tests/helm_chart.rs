@@ -276,6 +276,26 @@ fn drift_repair_is_on_unless_the_value_turns_it_off() {
     assert_eq!(env_value(&["driftRepair=false"], "DRIFT_REPAIR"), "false");
 }
 
+/// Every controller's concurrency is a chart value; the chart's defaults
+/// are the binary's own, so an install without values runs as the flags'
+/// documentation says.
+#[test]
+fn each_controllers_concurrency_is_a_value_defaulting_to_the_binarys() {
+    let defaults = vrouter_operator::context::Concurrency::default();
+    let cases = [
+        ("configs", "CONFIG_CONCURRENCY", defaults.configs),
+        ("statuses", "STATUS_CONCURRENCY", defaults.statuses),
+        ("targets", "TARGET_CONCURRENCY", defaults.targets),
+        ("bindings", "BINDING_CONCURRENCY", defaults.bindings),
+        ("clusters", "CLUSTER_CONCURRENCY", defaults.clusters),
+    ];
+    for (value, env, default) in cases {
+        assert_eq!(env_value(&[], env), default.to_string(), "{value}");
+        let set = format!("concurrency.{value}=3");
+        assert_eq!(env_value(&[&set], env), "3", "{value}");
+    }
+}
+
 #[tokio::test]
 async fn the_plain_manifests_are_accepted_too() {
     let env = TestEnv::shared().await;

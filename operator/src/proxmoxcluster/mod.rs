@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, controller, watcher};
 use vrouter_api::{ProxmoxCluster, VRouterTarget};
 
 use crate::context::Context;
@@ -21,11 +21,11 @@ pub use reconcile::CONTROLLER;
 /// cluster its clusterRef names (same namespace only), so a new target gets
 /// its node promptly.
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
-    let controller = Controller::new(scope.api::<ProxmoxCluster>(), watcher::Config::default()).watches(
-        scope.api::<VRouterTarget>(),
-        watcher::Config::default(),
-        |target| cluster_of(&target),
-    );
+    let controller = Controller::new(scope.api::<ProxmoxCluster>(), watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.clusters))
+        .watches(scope.api::<VRouterTarget>(), watcher::Config::default(), |target| {
+            cluster_of(&target)
+        });
     reconciler::run::<reconcile::ClusterReconciler>(controller, ctx, shutdown).await;
 }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, controller, watcher};
 use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
 
 use crate::context::Context;
@@ -26,7 +26,8 @@ pub use reconcile::CONTROLLER;
 /// instead of at the next poll.
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let wc = watcher::Config::default();
-    let controller = Controller::new(scope.api::<VRouterBinding>(), wc.clone());
+    let controller = Controller::new(scope.api::<VRouterBinding>(), wc.clone())
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.bindings));
     let bindings = controller.store();
     let (by_template, by_params, by_target) = (bindings.clone(), bindings.clone(), bindings);
     let controller = controller

@@ -26,11 +26,6 @@ use crate::vroutertarget;
 
 pub use reconcile::CONTROLLER;
 
-/// VRouterConfigs reconciled at the same time: a rollout over many targets
-/// must not open a provider connection and a status write for every one of
-/// them at once.
-pub const CONFIG_CONCURRENCY: u16 = 32;
-
 /// What the config reconciler reads: the shared [`Context`] and every
 /// VRouterConfig as this controller's own watch has it. The store is made
 /// with the controller, so the one-apply-per-router check (which reads the
@@ -62,7 +57,7 @@ impl AsRef<Context> for ConfigContext {
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let wc = watcher::Config::default();
     let controller = Controller::new(scope.api::<VRouterConfig>(), wc.clone())
-        .with_config(controller::Config::default().concurrency(CONFIG_CONCURRENCY));
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.configs));
     let configs = controller.store();
     let by_target = configs.clone();
     let swept = configs.clone();

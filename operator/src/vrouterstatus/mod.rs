@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, controller, watcher};
 use vrouter_api::{VRouterConfig, VRouterStatus};
 
 use crate::context::Context;
@@ -24,7 +24,8 @@ pub use stored_configs::{MAX_STORED_BYTES, SECRET_TYPE};
 /// new baseline is taken promptly.
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let wc = watcher::Config::default();
-    let controller = Controller::new(scope.api::<VRouterStatus>(), wc.clone());
+    let controller = Controller::new(scope.api::<VRouterStatus>(), wc.clone())
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.statuses));
     let statuses = controller.store();
     // Its Secrets are not watched: that would need list and watch on every
     // Secret in the cluster, and the next sync rewrites a changed one.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::core::DynamicObject;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, controller, watcher};
 use vrouter_api::VRouterTarget;
 
 use crate::context::Context;
@@ -21,7 +21,8 @@ pub use reconcile::CONTROLLER;
 /// the targets that name it at once, when this cluster serves KubeVirt.
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let wc = watcher::Config::default();
-    let controller = Controller::new(scope.api::<VRouterTarget>(), wc.clone());
+    let controller = Controller::new(scope.api::<VRouterTarget>(), wc.clone())
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.targets));
     let controller = match vmi_resource(&scope.client).await {
         Some(resource) => {
             let targets = controller.store();
