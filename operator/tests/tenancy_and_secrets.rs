@@ -40,7 +40,7 @@ use vrouter_test_peers::guest::GuestSandbox;
 use vrouter_test_peers::kube::FakeKubeApi;
 use vrouter_test_peers::{AgentProcess, start_agent};
 
-use common::{final_phase, start_controllers, wait_for};
+use common::{final_phase, start_controllers, try_create, wait_for};
 
 const KINDS: [&str; 7] = [
     "vroutertemplates",
@@ -162,24 +162,6 @@ async fn register(env: &TestEnv, port: u16) {
     .await;
 }
 
-async fn create<K>(ns: &TestNamespace, body: Value) -> Result<K, String>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-{
-    let mut body = body;
-    body["apiVersion"] = json!("vrouter.kojuro.date/v1");
-    body["kind"] = json!(K::kind(&()));
-    let object: K = serde_json::from_value(body).unwrap();
-    ns.api::<K>()
-        .create(&PostParams::default(), &object)
-        .await
-        .map_err(|e| e.to_string())
-}
-
 /// A KubeVirt VM `vm` in namespace `vm_namespace` behind the in-test
 /// Kubernetes API (its virt-launcher pod's agent is a real qemu-ga), and the
 /// operator's controllers for namespace `tenant`.
@@ -260,27 +242,27 @@ async fn a_target_reaches_a_vm_in_another_namespace_only_with_that_namespace_s_g
     );
 
     // Admission: refused, saying how to grant it.
-    let refused = create::<VRouterTarget>(&tenant, kubevirt_target("vm1", vms.name()))
+    let refused = try_create::<VRouterTarget>(&tenant, kubevirt_target("vm1", vms.name()))
         .await
         .expect_err("a target reaching another namespace's VM without its grant was admitted");
     assert!(refused.contains("spec.provider.kubevirt.namespace"), "{refused}");
     assert!(refused.contains(&how_to_grant), "{refused}");
     // Another namespace's grant is not this one's.
     grant(env, vms.name(), Some("someone-else")).await;
-    let refused = create::<VRouterTarget>(&tenant, kubevirt_target("vm1", vms.name()))
+    let refused = try_create::<VRouterTarget>(&tenant, kubevirt_target("vm1", vms.name()))
         .await
         .unwrap_err();
     assert!(refused.contains("=someone-else,"), "{refused}");
 
     // Granted, the target is admitted; the grant is then withdrawn.
     grant(env, vms.name(), Some(&format!("someone-else, {}", tenant.name()))).await;
-    create::<VRouterTarget>(&tenant, kubevirt_target("vm1", vms.name()))
+    try_create::<VRouterTarget>(&tenant, kubevirt_target("vm1", vms.name()))
         .await
         .unwrap();
     grant(env, vms.name(), None).await;
 
     // Reconcile: the config names the refusal, and nothing reached the VM.
-    create::<VRouterConfig>(
+    try_create::<VRouterConfig>(
         &tenant,
         json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "t"}, "commands": "set system host-name r1\n"}}),
     )
@@ -373,7 +355,7 @@ async fn router_secrets_reach_only_the_router_and_the_drift_secret() {
     let hash = "$6$rT5kP1yX$encHq8Lm3Zb0Wc";
     let plain = "plain-Jv6sN2tR8eU";
     let secrets = [psk, hash, plain];
-    create::<VRouterTarget>(
+    try_create::<VRouterTarget>(
         &ns,
         json!({"metadata": {"name": "t"}, "spec": {"provider": {"type": "kubevirt", "kubevirt": {"name": "vm1"}}}}),
     )
@@ -388,7 +370,7 @@ async fn router_secrets_reach_only_the_router_and_the_drift_secret() {
          set system login user vyos authentication encrypted-password '{hash}'\n\
          set system login user vyos authentication plaintext-password {plain}\n"
     );
-    create::<VRouterConfig>(
+    try_create::<VRouterConfig>(
         &ns,
         json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "t"}, "config": config, "commands": commands}}),
     )
