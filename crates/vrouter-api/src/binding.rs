@@ -49,6 +49,10 @@ pub struct VRouterBindingSpec {
     /// Stagger config writes across targets instead of writing all at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutSpec>,
+    /// Confirmed applies (see VRouterConfig `spec.confirm`); copied to each
+    /// generated VRouterConfig.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<crate::config::ConfirmSpec>,
 }
 
 impl VRouterBinding {

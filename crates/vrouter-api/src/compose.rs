@@ -57,6 +57,7 @@ pub fn desired_config(binding: &VRouterBinding, target: &str, config: String, co
             save: binding.spec.save,
             config,
             commands,
+            confirm: binding.spec.confirm.clone(),
         },
         status: None,
     }
@@ -141,6 +142,25 @@ mod tests {
         assert_eq!((owner.controller, owner.block_owner_deletion), (Some(true), Some(true)));
         assert_eq!(c.spec.target_ref, NameRef::new("a"));
         assert!(c.spec.save);
+    }
+
+    #[test]
+    fn confirm_is_copied_into_every_generated_config() {
+        let b = binding(
+            "metadata: {name: bgp}\nspec: {targetRefs: [{name: a}], confirm: {timeout: 5m, check: {command: [/bin/true]}}}",
+        );
+        let confirm = desired_config(&b, "a", String::new(), String::new())
+            .spec
+            .confirm
+            .unwrap();
+        assert_eq!(confirm.minutes(), Some(5));
+        assert_eq!(confirm.check.unwrap().command, ["/bin/true"]);
+        assert_eq!(
+            desired_config(&simple(), "a", String::new(), String::new())
+                .spec
+                .confirm,
+            None
+        );
     }
 
     #[test]

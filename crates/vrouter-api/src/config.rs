@@ -6,6 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::duration::Duration;
 use crate::refs::{NameRef, default_true};
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -37,6 +38,74 @@ pub struct VRouterConfigSpec {
     /// Configure-mode commands, one per line.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub commands: String,
+    /// Commit with VyOS's `commit-confirm`: the router rolls the change back by
+    /// itself unless the operator, after checking the router from outside,
+    /// confirms it within `timeout`. `save` runs only after the confirmation.
+    /// Not available for vrouter-daemon targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<ConfirmSpec>,
+}
+
+/// A confirmed apply (`spec.confirm`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfirmSpec {
+    /// How long the router waits for the confirmation before it rolls back:
+    /// whole minutes (`commit-confirm` counts minutes), from 1m to 24h.
+    #[serde(default = "default_confirm_timeout")]
+    #[schemars(extend("default" = "10m"))]
+    pub timeout: Duration,
+    /// A command run in the guest after the commit; it must exit 0 for the
+    /// change to be confirmed. Without it, the guest agent answering is the
+    /// only check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<ConfirmCheck>,
+}
+
+impl Default for ConfirmSpec {
+    fn default() -> Self {
+        ConfirmSpec {
+            timeout: default_confirm_timeout(),
+            check: None,
+        }
+    }
+}
+
+/// The user's check of a confirmed apply.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfirmCheck {
+    /// The program and its arguments, run in the guest without a shell
+    /// (for a pipeline, `["/bin/sh", "-c", "…"]`), e.g.
+    /// `["/bin/ping", "-c", "3", "-W", "2", "192.0.2.1"]`.
+    pub command: Vec<String>,
+    /// How long the command may run; must be shorter than `confirm.timeout`.
+    #[serde(default = "default_check_timeout")]
+    #[schemars(extend("default" = "30s"))]
+    pub timeout: Duration,
+}
+
+/// VyOS's own default for `commit-confirm` without an argument.
+fn default_confirm_timeout() -> Duration {
+    Duration::from_secs(10 * 60)
+}
+
+fn default_check_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// The shortest and longest `spec.confirm.timeout`.
+pub const CONFIRM_TIMEOUT_RANGE: std::ops::RangeInclusive<i64> = 1..=24 * 60;
+
+impl ConfirmSpec {
+    /// The timeout in whole minutes, as `commit-confirm` takes it; `None`
+    /// when it is not a whole number of minutes in [`CONFIRM_TIMEOUT_RANGE`].
+    pub fn minutes(&self) -> Option<u32> {
+        const MINUTE: i64 = 60_000_000_000;
+        let nanos = self.timeout.as_nanos();
+        let minutes = nanos / MINUTE;
+        (nanos % MINUTE == 0 && CONFIRM_TIMEOUT_RANGE.contains(&minutes)).then_some(minutes as u32)
+    }
 }
 
 /// Where an apply stands: the rollout walk's own type, so the status and the
@@ -70,6 +139,26 @@ pub struct VRouterConfigStatus {
     pub observed_generation: i64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// A confirmed apply (`spec.confirm`) from its dispatch until it is
+    /// confirmed or its rollback is verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<ConfirmationStatus>,
+}
+
+/// Where a confirmed apply stands between its dispatch and its end.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfirmationStatus {
+    /// The earliest the router can roll the change back (the dispatch plus
+    /// `spec.confirm.timeout`): the confirmation must be sent before it.
+    pub rollback_time: Time,
+    /// `sha256:<hex>` of the running config before the apply (as drift
+    /// detection hashes it): the rollback must bring it back.
+    pub previous_running_config_hash: String,
+    /// Why the change is not confirmed; once set, the operator only waits
+    /// for the router's rollback and verifies it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failure: String,
 }
 
 impl VRouterConfig {

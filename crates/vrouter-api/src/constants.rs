@@ -48,6 +48,16 @@ pub mod reason {
     pub const APPLY_TIMEOUT: &str = "ApplyTimeout";
     /// A previously applied router stopped answering readiness checks.
     pub const ROUTER_NOT_READY: &str = "RouterNotReady";
+    /// A confirmed apply (`spec.confirm`) is committed with `commit-confirm`
+    /// and the operator is checking the router before it confirms.
+    pub const CONFIRMING: &str = "Confirming";
+    /// A confirmed apply was not confirmed (a check failed, the router fell
+    /// silent, or the script failed) and the router's own rollback brought
+    /// the previous running config back; the message says what failed.
+    pub const ROLLED_BACK: &str = "RolledBack";
+    /// A confirmed apply was not confirmed, but the previous running config
+    /// was not back once the rollback was due: the router needs a person.
+    pub const ROLLBACK_FAILED: &str = "RollbackFailed";
     pub const SYNC_SUCCEEDED: &str = "SyncSucceeded";
     /// VRouterStatus: the router's config could not be read.
     pub const SYNC_FAILED: &str = "SyncFailed";

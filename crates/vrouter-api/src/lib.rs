@@ -20,7 +20,9 @@ pub use binding::{
     BindingRef, ReferencedKind, RolloutMode, RolloutSpec, RolloutStatus, VRouterBinding, VRouterBindingSpec,
     VRouterBindingStatus,
 };
-pub use config::{Phase, VRouterConfig, VRouterConfigSpec, VRouterConfigStatus};
+pub use config::{
+    ConfirmCheck, ConfirmSpec, ConfirmationStatus, Phase, VRouterConfig, VRouterConfigSpec, VRouterConfigStatus,
+};
 pub use duration::Duration;
 pub use params::{VRouterParams, VRouterParamsSpec};
 pub use proxmox_cluster::{ProxmoxCluster, ProxmoxClusterSpec, ProxmoxClusterStatus};

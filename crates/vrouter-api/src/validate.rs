@@ -15,6 +15,7 @@ use std::fmt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use vrouter_render::{TemplateEngine, TemplateKind};
 
+use crate::config::{CONFIRM_TIMEOUT_RANGE, ConfirmSpec};
 use crate::manifest::Manifest;
 use crate::target::SelectedProvider;
 use crate::{
@@ -188,7 +189,46 @@ fn block_name(type_: ProviderType) -> &'static str {
 pub fn config(c: &VRouterConfig) -> Findings {
     let mut f = Findings::default();
     check_ref(&mut f, "spec.targetRef", &c.spec.target_ref, namespace_of(&c.metadata));
+    if let Some(confirm) = &c.spec.confirm {
+        check_confirm(&mut f, confirm);
+    }
     f
+}
+
+/// `spec.confirm` of a config or binding: a timeout `commit-confirm` can
+/// take, and a check that can run and end before the router rolls back.
+fn check_confirm(f: &mut Findings, confirm: &ConfirmSpec) {
+    if confirm.minutes().is_none() {
+        f.deny(
+            "spec.confirm.timeout",
+            format!(
+                "must be a whole number of minutes from {}m to {}m (VyOS's commit-confirm counts minutes), got {}",
+                CONFIRM_TIMEOUT_RANGE.start(),
+                CONFIRM_TIMEOUT_RANGE.end(),
+                confirm.timeout
+            ),
+        );
+    }
+    let Some(check) = &confirm.check else { return };
+    match check.command.first() {
+        None => f.deny(
+            "spec.confirm.check.command",
+            "must name a program to run in the guest (omit spec.confirm.check for no check)",
+        ),
+        Some(program) if blank(program) => f.deny("spec.confirm.check.command[0]", "must not be empty"),
+        Some(_) => {}
+    }
+    if !check.timeout.is_positive() {
+        f.deny("spec.confirm.check.timeout", "must be greater than zero");
+    } else if check.timeout >= confirm.timeout {
+        f.deny(
+            "spec.confirm.check.timeout",
+            format!(
+                "must be shorter than spec.confirm.timeout ({}): the check must end before the router rolls back",
+                confirm.timeout
+            ),
+        );
+    }
 }
 
 pub fn status(s: &VRouterStatus) -> Findings {
@@ -238,6 +278,9 @@ pub fn binding(b: &VRouterBinding) -> Findings {
                 format!("the generated VRouterConfig name {generated:?} would exceed {MAX_NAME_LEN} characters"),
             );
         }
+    }
+    if let Some(confirm) = &spec.confirm {
+        check_confirm(&mut f, confirm);
     }
     // Only the selected mode's fields are checked: an otherwise-invalid
     // rollout block must never block a binding whose mode is Disabled.

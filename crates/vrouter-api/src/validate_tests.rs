@@ -121,6 +121,47 @@ fn config_target_ref_must_be_named_and_in_the_namespace() {
 }
 
 #[test]
+fn confirm_needs_whole_minutes_and_a_check_that_ends_first() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        ("{}", &[]),
+        ("{timeout: 5m}", &[]),
+        ("{timeout: 24h}", &[]),
+        (
+            "{timeout: 5m, check: {command: [/bin/ping, -c, '1', upstream], timeout: 20s}}",
+            &[],
+        ),
+        ("{timeout: 90s}", &[("spec.confirm.timeout", "whole number of minutes")]),
+        ("{timeout: 0s}", &[("spec.confirm.timeout", "from 1m to 1440m")]),
+        ("{timeout: -5m}", &[("spec.confirm.timeout", "got -5m0s")]),
+        ("{timeout: 25h}", &[("spec.confirm.timeout", "from 1m to 1440m")]),
+        (
+            "{timeout: 1m, check: {command: [], timeout: 1m}}",
+            &[
+                ("spec.confirm.check.command", "must name a program"),
+                ("spec.confirm.check.timeout", "shorter than spec.confirm.timeout (1m0s)"),
+            ],
+        ),
+        (
+            "{check: {command: [' '], timeout: 0s}}",
+            &[
+                ("spec.confirm.check.command[0]", "must not be empty"),
+                ("spec.confirm.check.timeout", "greater than zero"),
+            ],
+        ),
+    ];
+    for (confirm, expected) in cases {
+        let c: VRouterConfig = parse(&format!(
+            "metadata: {{name: c}}\nspec: {{targetRef: {{name: t}}, confirm: {confirm}}}"
+        ));
+        assert_denied(&config(&c), expected);
+        let b: VRouterBinding = parse(&format!(
+            "metadata: {{name: b}}\nspec: {{templateRefs: [{{name: t}}], targetRefs: [{{name: a}}], confirm: {confirm}}}"
+        ));
+        assert_denied(&binding(&b), expected);
+    }
+}
+
+#[test]
 fn status_config_ref_must_be_in_the_namespace() {
     let cross: VRouterStatus = parse("metadata: {name: s}\nspec: {configRef: {name: c, namespace: other}}");
     assert_denied(&status(&cross), &[("spec.configRef.namespace", "\"other\"")]);
