@@ -131,6 +131,28 @@ impl<P: AgentProvider> Provider for P {
         exec_script(self, self.paths(), config, commands, save).await
     }
 
+    async fn exec_confirmed_script(
+        &self,
+        config: &str,
+        commands: &str,
+        minutes: u32,
+    ) -> Result<ExecHandle, ProviderError> {
+        let script = crate::outcome::render_confirmed_script(config, commands, minutes)?;
+        start_script(self, self.paths(), &script).await
+    }
+
+    async fn run_check(&self, argv: &[String], timeout: Duration) -> Result<ExecOutcome, ProviderError> {
+        let timing = GuestTiming {
+            command_timeout: timeout,
+            ..self.timing()
+        };
+        run_to_exit(self, argv, timing).await
+    }
+
+    async fn confirm_apply(&self, save: bool) -> Result<(), ProviderError> {
+        confirm_apply(self, self.paths(), self.timing(), save).await
+    }
+
     async fn get_exec_status(&self, handle: ExecHandle) -> Result<ExecStatus, ProviderError> {
         self.exec_status(handle.get()).await
     }
@@ -298,11 +320,63 @@ pub(crate) async fn exec_script(
     save: bool,
 ) -> Result<ExecHandle, ProviderError> {
     let script = crate::outcome::render_script(config, commands, save)?;
+    start_script(agent, paths, &script).await
+}
+
+/// Writes `script` to the script path and starts it.
+async fn start_script(agent: &dyn GuestAgent, paths: &GuestPaths, script: &str) -> Result<ExecHandle, ProviderError> {
     agent.write_file(&paths.script_path, script.as_bytes()).await?;
     let pid = agent
         .exec(&[paths.interpreter.clone(), paths.script_path.clone()])
         .await?;
     Ok(ExecHandle(pid))
+}
+
+/// Runs the confirmation script (`confirm`, then `save`) to its end. It
+/// goes to the apply script's own path: the confirmed apply that wrote the
+/// last script there has ended, and the router runs one apply at a time.
+pub(crate) async fn confirm_apply(
+    agent: &dyn GuestAgent,
+    paths: &GuestPaths,
+    timing: GuestTiming,
+    save: bool,
+) -> Result<(), ProviderError> {
+    let script = vrouter_render::render_confirm_script(save);
+    agent.write_file(&paths.script_path, script.as_bytes()).await?;
+    let argv = [paths.interpreter.clone(), paths.script_path.clone()];
+    let outcome = run_to_exit(agent, &argv, timing).await?;
+    match outcome.failure() {
+        None => Ok(()),
+        Some(why) => Err(ProviderError::GuestCommand {
+            command: "confirm".into(),
+            exit_code: outcome.exit_code,
+            stderr: format!("{why}; output: {}", excerpt(&outcome.stdout, &outcome.stderr)),
+        }),
+    }
+}
+
+/// The last lines a guest command printed, for a message: enough to say what
+/// went wrong, short enough for a condition.
+pub fn excerpt(stdout: &str, stderr: &str) -> String {
+    const MAX: usize = 400;
+    let text = format!(
+        "{}{}",
+        stdout.trim_end(),
+        if stderr.trim().is_empty() {
+            String::new()
+        } else {
+            format!("\n{}", stderr.trim_end())
+        }
+    );
+    let text = text.trim();
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut start = text.len() - MAX;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
 }
 
 #[cfg(test)]

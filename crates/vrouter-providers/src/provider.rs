@@ -95,6 +95,47 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// `save`, saving. Returns at once with a handle to poll.
     async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError>;
 
+    /// Starts a confirmed apply (`spec.confirm`): like [`Provider::exec_script`],
+    /// but committing with `commit-confirm <minutes>` and never saving; the
+    /// router rolls the commit back unless [`Provider::confirm_apply`] runs
+    /// within `minutes`. Poll it with [`Provider::get_exec_status`].
+    ///
+    /// The default refuses: a provider that cannot run `confirm` later, or
+    /// check the router in between, must not start what it cannot finish.
+    async fn exec_confirmed_script(
+        &self,
+        config: &str,
+        commands: &str,
+        minutes: u32,
+    ) -> Result<ExecHandle, ProviderError> {
+        let _ = (config, commands, minutes);
+        Err(ProviderError::NotSupported {
+            provider: self.kind().as_str(),
+            what: "confirmed applies (spec.confirm)".into(),
+        })
+    }
+
+    /// Runs a confirmed apply's check (`argv[0]` is the program) in the guest
+    /// to its end, within `timeout`, and returns how it ended.
+    async fn run_check(&self, argv: &[String], timeout: Duration) -> Result<ExecOutcome, ProviderError> {
+        let _ = (argv, timeout);
+        Err(ProviderError::NotSupported {
+            provider: self.kind().as_str(),
+            what: "confirmed applies (spec.confirm)".into(),
+        })
+    }
+
+    /// Confirms a confirmed apply: runs `confirm` (the router's rollback timer
+    /// stops), then `save` when `save`, and waits for them. An error when the
+    /// script did not exit 0 or printed a failure marker.
+    async fn confirm_apply(&self, save: bool) -> Result<(), ProviderError> {
+        let _ = save;
+        Err(ProviderError::NotSupported {
+            provider: self.kind().as_str(),
+            what: "confirmed applies (spec.confirm)".into(),
+        })
+    }
+
     /// Polls an apply started by `exec_script`.
     async fn get_exec_status(&self, handle: ExecHandle) -> Result<ExecStatus, ProviderError>;
 

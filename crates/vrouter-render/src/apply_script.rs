@@ -63,6 +63,37 @@ impl<F: FnMut(&mut [u8]) -> Result<(), ScriptError>> Entropy for F {
     }
 }
 
+/// How an apply script ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// `commit`, then `save` when `save` is true.
+    Plain {
+        /// Whether `save` follows the commit.
+        save: bool,
+    },
+    /// `commit-confirm <minutes>` and no `save`: the router rolls the commit
+    /// back unless [`render_confirm_script`] runs within `minutes`. Saving
+    /// now would make the change survive the rollback where the rollback
+    /// reboots into the saved config (VyOS 1.4), so `save` waits for the
+    /// confirmation.
+    Confirmed {
+        /// The minutes `commit-confirm` waits before it rolls back.
+        minutes: u32,
+    },
+}
+
+/// The answer the script feeds to `commit-confirm`'s question.
+///
+/// VyOS 1.4/1.5 `commit-confirm` asks "Proceed ?" through `ask_yes_no`
+/// (vyos-1x `python/vyos/utils/io.py`, lines 57-76) unless given `-y`, which
+/// vyatta-cfg's `vyatta_config_commit-confirm` never passes
+/// (`functions/interpreter/vyatta-cfg-run`, lines 134-162); on end of input
+/// `ask_yes_no` asks again forever, so a script whose stdin is empty would
+/// never commit. VyOS 1.3 asks through `prompt("Proceed? [confirm]")`
+/// (vyatta-config-mgmt `scripts/vyatta-config-mgmt.pl`, line 398). Both
+/// take `y`.
+pub const COMMIT_CONFIRM_ANSWER: &str = "y";
+
 /// Renders the apply script for `config`, `commands` and `save`.
 ///
 /// `load` reads `config` through the heredoc exactly, except that a heredoc always
@@ -81,6 +112,45 @@ pub fn render_apply_script(config: &str, commands: &str, save: bool) -> Result<S
     render_apply_script_with(config, commands, save, &mut OsEntropy)
 }
 
+/// The apply script, ending as `commit` says.
+///
+/// ```
+/// use vrouter_render::{Commit, render_apply_script_as};
+/// let script = render_apply_script_as("", "set system host-name r1\n", Commit::Confirmed { minutes: 5 })?;
+/// assert!(script.ends_with("set system host-name r1\n\ncommit-confirm 5 <<<'y'\n"));
+/// # Ok::<(), vrouter_render::ScriptError>(())
+/// ```
+pub fn render_apply_script_as(config: &str, commands: &str, commit: Commit) -> Result<String, ScriptError> {
+    render_script_with(config, commands, commit, &mut OsEntropy)
+}
+
+/// The script that ends a confirmed apply whose checks passed: `confirm`
+/// (which stops the router's rollback timer), then `save` when `save`.
+///
+/// ```
+/// let script = vrouter_render::render_confirm_script(true);
+/// assert!(script.ends_with("configure\nconfirm\nsave\n"));
+/// ```
+pub fn render_confirm_script(save: bool) -> String {
+    let mut script = String::from(PREAMBLE);
+    script.push_str("confirm\n");
+    if save {
+        script.push_str("save\n");
+    }
+    script
+}
+
+/// Every script's start: into the `vyattacfg` group, the configure-mode
+/// functions, a configure session.
+const PREAMBLE: &str = concat!(
+    "#!/bin/vbash\n",
+    "if [ \"$(id -g -n)\" != 'vyattacfg' ] ; then\n",
+    "    exec sg vyattacfg -c \"/bin/vbash $(readlink -f $0) $@\"\n",
+    "fi\n",
+    "source /opt/vyatta/etc/functions/script-template\n",
+    "configure\n",
+);
+
 /// [`render_apply_script`] with the delimiter's randomness supplied by the caller.
 pub fn render_apply_script_with(
     config: &str,
@@ -88,18 +158,20 @@ pub fn render_apply_script_with(
     save: bool,
     entropy: &mut (impl Entropy + ?Sized),
 ) -> Result<String, ScriptError> {
+    render_script_with(config, commands, Commit::Plain { save }, entropy)
+}
+
+/// [`render_apply_script_as`] with the delimiter's randomness supplied by the caller.
+pub fn render_script_with(
+    config: &str,
+    commands: &str,
+    commit: Commit,
+    entropy: &mut (impl Entropy + ?Sized),
+) -> Result<String, ScriptError> {
     check_script_text(config, commands)?;
     let mut script = String::with_capacity(config.len() + commands.len() + 512);
-    script.push_str(concat!(
-        "#!/bin/vbash\n",
-        "if [ \"$(id -g -n)\" != 'vyattacfg' ] ; then\n",
-        "    exec sg vyattacfg -c \"/bin/vbash $(readlink -f $0) $@\"\n",
-        "fi\n",
-        "source /opt/vyatta/etc/functions/script-template\n",
-        "configure\n",
-        "\n",
-        "# --- config section ---\n",
-    ));
+    script.push_str(PREAMBLE);
+    script.push_str("\n# --- config section ---\n");
     if config.is_empty() {
         script.push_str("load /opt/vyatta/etc/config.boot.default\n");
     } else {
@@ -121,9 +193,16 @@ pub fn render_apply_script_with(
             script.push('\n');
         }
     }
-    script.push_str("\ncommit\n");
-    if save {
-        script.push_str("save\n");
+    match commit {
+        Commit::Plain { save } => {
+            script.push_str("\ncommit\n");
+            if save {
+                script.push_str("save\n");
+            }
+        }
+        Commit::Confirmed { minutes } => {
+            script.push_str(&format!("\ncommit-confirm {minutes} <<<'{COMMIT_CONFIRM_ANSWER}'\n"));
+        }
     }
     Ok(script)
 }
@@ -209,6 +288,27 @@ mod tests {
         assert!(script.contains("\n# --- config section ---\nload /opt/vyatta/etc/config.boot.default\n\n"));
         assert!(script.ends_with("# --- commands section (optional) ---\n\ncommit\n"));
         assert!(!script.contains("<<"));
+    }
+
+    #[test]
+    fn a_confirmed_apply_commits_with_commit_confirm_answers_its_question_and_never_saves() {
+        let confirmed = render_script_with("a\n", "set x\n", Commit::Confirmed { minutes: 7 }, &mut fixed(3)).unwrap();
+        let plain = render_script_with("a\n", "set x\n", Commit::Plain { save: false }, &mut fixed(3)).unwrap();
+        // Everything up to the commit is the plain script's.
+        assert_eq!(
+            confirmed.strip_suffix("commit-confirm 7 <<<'y'\n"),
+            plain.strip_suffix("commit\n")
+        );
+        assert!(!confirmed.contains("\nsave"), "{confirmed}");
+    }
+
+    #[test]
+    fn the_confirm_script_confirms_then_saves_only_when_asked() {
+        let head = "#!/bin/vbash\nif [ \"$(id -g -n)\" != 'vyattacfg' ] ; then\n    \
+                    exec sg vyattacfg -c \"/bin/vbash $(readlink -f $0) $@\"\nfi\n\
+                    source /opt/vyatta/etc/functions/script-template\nconfigure\n";
+        assert_eq!(render_confirm_script(true), format!("{head}confirm\nsave\n"));
+        assert_eq!(render_confirm_script(false), format!("{head}confirm\n"));
     }
 
     #[test]

@@ -13,7 +13,10 @@ pub mod template;
 pub mod testing;
 mod verify;
 
-pub use apply_script::{ScriptError, check_script_text, render_apply_script};
+pub use apply_script::{
+    COMMIT_CONFIRM_ANSWER, Commit, ScriptError, check_script_text, render_apply_script, render_apply_script_as,
+    render_confirm_script,
+};
 pub use compose::{RenderedConfig, render_templates};
 pub use failure_markers::find_failure_marker;
 pub use merge::{MergeError, merge, merge_into, merge_layers};
@@ -29,5 +32,6 @@ pub use verify::Placement;
 pub mod delimiter {
     pub use crate::apply_script::{
         DELIMITER_ATTEMPTS, DELIMITER_PREFIX, Entropy, OsEntropy, heredoc_delimiter, render_apply_script_with,
+        render_script_with,
     };
 }

@@ -226,6 +226,29 @@ impl Provider for DaemonProvider {
         self.options.registry.poll(handle, &self.owner())
     }
 
+    /// Refused: the agent renders its own script, which always ends with
+    /// `commit` and `save` and has no `confirm` step, and the ControlService
+    /// cannot run a check or a `confirm` afterwards. Its
+    /// `disconnect_policy: rollback` does not fit either: after
+    /// `--init-max-retries` failed reconnects it applies the agent's fixed
+    /// init config (vrouter-daemon `internal/agent/agent.go`,
+    /// `shouldApplyInitConfig`/`applyInitConfig`), not the config the router
+    /// had before this apply, and nothing tells the server it happened.
+    async fn exec_confirmed_script(
+        &self,
+        _config: &str,
+        _commands: &str,
+        _minutes: u32,
+    ) -> Result<ExecHandle, ProviderError> {
+        Err(ProviderError::NotSupported {
+            provider: "vrouter-daemon",
+            what: "confirmed applies (spec.confirm): its agent always saves and has no confirm step, and its \
+                   disconnect_policy rollback re-applies the agent's init config rather than the previous one; \
+                   remove spec.confirm for this target"
+                .into(),
+        })
+    }
+
     async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
         Err(ProviderError::NotSupported {
             provider: "vrouter-daemon",
