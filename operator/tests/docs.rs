@@ -315,6 +315,90 @@ const CONDITIONS: &[(&str, &str, &str, &str)] = &[
         "operator/src/proxmoxcluster",
         "condition::SYNCED",
     ),
+    (
+        "VRouterConfig",
+        condition::READY,
+        "operator/src/vrouterconfig",
+        "conditions::summarise",
+    ),
+    (
+        "VRouterConfig",
+        condition::RECONCILING,
+        "operator/src/vrouterconfig",
+        "conditions::summarise",
+    ),
+    (
+        "VRouterConfig",
+        condition::STALLED,
+        "operator/src/vrouterconfig",
+        "conditions::summarise",
+    ),
+    (
+        "VRouterStatus",
+        condition::READY,
+        "operator/src/vrouterstatus",
+        "conditions::summarise",
+    ),
+    (
+        "VRouterStatus",
+        condition::RECONCILING,
+        "operator/src/vrouterstatus",
+        "conditions::summarise",
+    ),
+    (
+        "VRouterStatus",
+        condition::STALLED,
+        "operator/src/vrouterstatus",
+        "conditions::summarise",
+    ),
+    (
+        "ProxmoxCluster",
+        condition::READY,
+        "operator/src/proxmoxcluster",
+        "conditions::summarise",
+    ),
+    (
+        "ProxmoxCluster",
+        condition::RECONCILING,
+        "operator/src/proxmoxcluster",
+        "conditions::summarise",
+    ),
+    (
+        "ProxmoxCluster",
+        condition::STALLED,
+        "operator/src/proxmoxcluster",
+        "conditions::summarise",
+    ),
+    (
+        "VRouterTarget",
+        condition::READY,
+        "operator/src/vroutertarget",
+        "conditions::summarise",
+    ),
+    (
+        "VRouterTarget",
+        condition::RECONCILING,
+        "operator/src/vroutertarget",
+        "conditions::summarise",
+    ),
+    (
+        "VRouterTarget",
+        condition::STALLED,
+        "operator/src/vroutertarget",
+        "conditions::summarise",
+    ),
+    (
+        "VRouterBinding",
+        condition::RECONCILING,
+        "operator/src/vrouterbinding",
+        "conditions::summarise",
+    ),
+    (
+        "VRouterBinding",
+        condition::STALLED,
+        "operator/src/vrouterbinding",
+        "conditions::summarise",
+    ),
 ];
 
 /// The keys the drift controller writes into its Secret.
@@ -1075,10 +1159,12 @@ fn kubectl_commands_are_checked_against_kinds_conditions_and_fields() {
     let cases: &[(&str, Option<&str>)] = &[
         ("kubectl wait --for=condition=Applied vrc/x -n network", None),
         ("kubectl wait --for=condition=Ready vrouterbinding/x", None),
+        ("kubectl wait --for=condition=Ready vrouterconfig/x", None),
+        ("kubectl wait --for=condition=Stalled=false vroutertarget/x", None),
         ("kubectl wait --for=condition=Synced pxc/x", None),
         (
-            "kubectl wait --for=condition=Ready vrouterconfig/x",
-            Some("VRouterConfig has no condition \"Ready\""),
+            "kubectl wait --for=condition=Synced vrouterconfig/x",
+            Some("VRouterConfig has no condition \"Synced\""),
         ),
         (
             "kubectl wait --for=condition=Applied vrb/x",
@@ -1187,14 +1273,14 @@ fn unknown_fences_and_bad_manifests_fail_with_their_file_and_line() {
                 metadata: {name: t, namespace: n}\nspec: {provider: {type: proxmox}}\n```\n\
                 ```yaml\napiVersion: vrouter.kojuro.date/v1\nkind: VRouterConfig\n\
                 metadata: {name: c, namespace: n}\nspec: {targetRef: {name: nowhere}}\n```\n\
-                ```sh\nkubectl wait --for=condition=Ready vrc/c\n```\n\
+                ```sh\nkubectl wait --for=condition=Synced vrc/c\n```\n\
                 ```yaml\nkind: [\n```\n";
     let failures = check_markdown("page.md", page, &checker(), &[], &mut Counts::default());
     let expected = [
         "page.md:1: a ``` block is not checked",
         "page.md:4: VRouterTarget n/t: spec.provider.proxmox: must be set when spec.provider.type is proxmox",
         "page.md:10: VRouterConfig n/c: spec.targetRef.name: VRouterTarget \"nowhere\" is not among the given manifests",
-        "page.md:17: `kubectl wait --for=condition=Ready vrc/c`: VRouterConfig has no condition \"Ready\"",
+        "page.md:17: `kubectl wait --for=condition=Synced vrc/c`: VRouterConfig has no condition \"Synced\"",
         "page.md:19: page.md:19: document 1",
     ];
     for e in expected {

@@ -1,10 +1,14 @@
-//! The Argo CD health checks in `deploy/argocd/health-checks.yaml`, run
-//! under Lua 5.1 (the language of Argo CD's gopher-lua) against objects the
-//! operator's controllers wrote to a real kube-apiserver: each check reaches
-//! the states a user would see.
+//! Health as GitOps tools read it, from objects the operator's controllers
+//! wrote to a real kube-apiserver: the Argo CD health checks in
+//! `deploy/argocd/health-checks.yaml` run under Lua 5.1 (the language of
+//! Argo CD's gopher-lua), and Flux's reading through the kstatus library
+//! itself (sigs.k8s.io/cli-utils, built by `cargo xtask testenv` as the
+//! `kstatus` oracle). Each reaches the states a user would see.
 
 mod common;
 
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
@@ -52,6 +56,57 @@ fn health<K: Serialize + kube::Resource<DynamicType = ()>>(object: &K) -> (Strin
     (status, message)
 }
 
+/// kstatus's verdict on `object` (Current, InProgress, Failed, Terminating):
+/// (status, message), from sigs.k8s.io/cli-utils' `status.Compute`.
+fn kstatus<K: Serialize + kube::Resource<DynamicType = ()>>(object: &K) -> (String, String) {
+    let oracle = vrouter_test_apiserver::kstatus_oracle()
+        .unwrap_or_else(|e| panic!("reading health as Flux does needs the kstatus oracle: {e}"));
+    let mut json = serde_json::to_value(object).unwrap();
+    // As the API server serves it: with its kind.
+    json["apiVersion"] = json!(K::api_version(&()));
+    json["kind"] = json!(K::kind(&()));
+    let mut child = Command::new(&oracle)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", oracle.display()));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "kstatus failed on {json}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    (
+        answer["status"].as_str().unwrap().to_owned(),
+        answer["message"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Waits until kstatus reads the object as `status`; returns its message.
+async fn wait_kstatus<K>(api: &kube::Api<K>, name: &str, status: &str) -> String
+where
+    K: Serialize + kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(
+        &format!("kstatus to read {} {name} as {status}", K::kind(&())),
+        Duration::from_secs(90),
+        || async {
+            let object = api.get_opt(name).await.ok()??;
+            let (got, message) = kstatus(&object);
+            (got == status).then_some(message)
+        },
+    )
+    .await
+}
+
 /// Waits until Argo CD would call the object `status`; returns its message.
 async fn wait_health<K>(api: &kube::Api<K>, name: &str, status: &str) -> String
 where
@@ -70,12 +125,12 @@ where
 }
 
 #[tokio::test]
-async fn each_kind_reaches_healthy_progressing_and_degraded_as_the_operator_writes_it() {
+async fn each_kind_reaches_every_health_in_argo_cd_and_in_kstatus_as_the_operator_writes_it() {
     let settings = Settings {
         target_poll: Duration::from_secs(1),
         ..Settings::default()
     };
-    let site = site("gitops-health", &["r1", "r2", "r3", "r4"], settings).await;
+    let site = site("gitops-health", &["r1", "r2", "r3", "r4", "r5"], settings).await;
     let ns = &site.ns;
     let configs = ns.api::<VRouterConfig>();
 
@@ -86,6 +141,7 @@ async fn each_kind_reaches_healthy_progressing_and_degraded_as_the_operator_writ
     )
     .await;
     assert_eq!(wait_health(&configs, "good", "Healthy").await, "applied");
+    wait_kstatus(&configs, "good", "Current").await;
     let statuses = ns.api::<VRouterStatus>();
     let status_name = wait_for("good's VRouterStatus", Duration::from_secs(60), || async {
         let list = statuses.list(&Default::default()).await.ok()?;
@@ -96,10 +152,13 @@ async fn each_kind_reaches_healthy_progressing_and_degraded_as_the_operator_writ
     })
     .await;
     wait_health(&statuses, &status_name, "Healthy").await;
+    wait_kstatus(&statuses, &status_name, "Current").await;
     wait_health(&ns.api::<VRouterTarget>(), "r1", "Healthy").await;
+    wait_kstatus(&ns.api::<VRouterTarget>(), "r1", "Current").await;
     wait_health(&ns.api::<ProxmoxCluster>(), "pve", "Healthy").await;
+    wait_kstatus(&ns.api::<ProxmoxCluster>(), "pve", "Current").await;
 
-    // A config whose `set` fails: Degraded, saying why.
+    // A config whose `set` fails: Degraded, saying why; Failed for kstatus.
     create::<VRouterConfig>(
         ns,
         json!({"metadata": {"name": "bad"}, "spec": {"targetRef": {"name": "r2"}, "commands": "set interfaces ethernet eth0 address INVALID\n"}}),
@@ -107,8 +166,21 @@ async fn each_kind_reaches_healthy_progressing_and_degraded_as_the_operator_writ
     .await;
     let message = wait_health(&configs, "bad", "Degraded").await;
     assert!(message.starts_with("ConfigFailed: "), "{message}");
+    let message = wait_kstatus(&configs, "bad", "Failed").await;
+    assert!(message.contains("exited with code"), "{message}");
 
-    // An apply in flight: Progressing, not merely "no status yet".
+    // A config whose target does not exist cannot progress: Degraded, Failed.
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "nowhere"}, "spec": {"targetRef": {"name": "absent"}, "commands": "set system host-name x\n"}}),
+    )
+    .await;
+    let message = wait_health(&configs, "nowhere", "Degraded").await;
+    assert!(message.starts_with("TargetUnavailable: "), "{message}");
+    let message = wait_kstatus(&configs, "nowhere", "Failed").await;
+    assert!(message.contains("\"absent\" not found"), "{message}");
+
+    // An apply in flight: Progressing, not merely "no status yet"; InProgress.
     create::<VRouterConfig>(
         ns,
         json!({"metadata": {"name": "slow"}, "spec": {"targetRef": {"name": "r3"}, "commands": "set system host-name slow\nsleep 120\n"}}),
@@ -119,9 +191,13 @@ async fn each_kind_reaches_healthy_progressing_and_degraded_as_the_operator_writ
         (phase == Phase::Applying).then_some(())
     })
     .await;
-    let (verdict, message) = health(&configs.get("slow").await.unwrap());
+    let slow = configs.get("slow").await.unwrap();
+    let (verdict, message) = health(&slow);
     assert_eq!(verdict, "Progressing", "{message}");
     assert!(message.starts_with("Applying"), "{message}");
+    let (verdict, message) = kstatus(&slow);
+    assert_eq!(verdict, "InProgress", "{message}");
+    assert_eq!(message, "applying generation 1");
 
     // A new generation the operator has not looked at yet is not Healthy.
     let mut good = configs.get("good").await.unwrap();
@@ -130,6 +206,8 @@ async fn each_kind_reaches_healthy_progressing_and_degraded_as_the_operator_writ
     good.metadata.generation = Some(generation + 1);
     let (verdict, message) = health(&good);
     assert_eq!(verdict, "Progressing", "{message}");
+    let (verdict, message) = kstatus(&good);
+    assert_eq!(verdict, "InProgress", "{message}");
 
     // Paused for debugging: Suspended.
     configs
@@ -156,6 +234,7 @@ async fn each_kind_reaches_healthy_progressing_and_degraded_as_the_operator_writ
     )
     .await;
     wait_health(&bindings, "edge", "Healthy").await;
+    wait_kstatus(&bindings, "edge", "Current").await;
     create::<VRouterBinding>(
         ns,
         json!({"metadata": {"name": "broken"}, "spec": {"templateRefs": [{"name": "nowhere"}], "targetRefs": [{"name": "r4"}]}}),
@@ -163,21 +242,90 @@ async fn each_kind_reaches_healthy_progressing_and_degraded_as_the_operator_writ
     .await;
     let message = wait_health(&bindings, "broken", "Degraded").await;
     assert!(message.starts_with("ReconcileError: "), "{message}");
+    let message = wait_kstatus(&bindings, "broken", "Failed").await;
+    assert!(message.contains("nowhere"), "{message}");
 
-    // A ProxmoxCluster whose Secret does not exist: Degraded.
+    // A rollout waiting for an apply that takes its time: Progressing, InProgress.
+    create::<vrouter_api::VRouterTemplate>(
+        ns,
+        json!({"metadata": {"name": "slowly"}, "spec": {"commands": "set system host-name {{ hostName }}\nsleep 120\n"}}),
+    )
+    .await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "careful"}, "spec": {"templateRefs": [{"name": "slowly"}], "targetRefs": [{"name": "r5"}],
+            "rollout": {"mode": "WaitForApplied", "pollInterval": "1s", "waitAfterApplied": "0s"}}}),
+    )
+    .await;
+    let careful = wait_for(
+        "careful's rollout to wait for its apply",
+        Duration::from_secs(60),
+        || async {
+            let binding = bindings.get_opt("careful").await.ok()??;
+            let ready = binding
+                .status
+                .as_ref()?
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Ready")?;
+            (ready.reason == "RolloutInProgress").then_some(binding)
+        },
+    )
+    .await;
+    let (verdict, message) = health(&careful);
+    assert_eq!(verdict, "Progressing", "{message}");
+    assert!(message.starts_with("RolloutInProgress: "), "{message}");
+    let (verdict, message) = kstatus(&careful);
+    assert_eq!(verdict, "InProgress", "{message}");
+
+    // A ProxmoxCluster whose Secret does not exist: Degraded, Failed.
+    let clusters = ns.api::<ProxmoxCluster>();
     create::<ProxmoxCluster>(
         ns,
         json!({"metadata": {"name": "nocreds"}, "spec": {"endpoints": ["https://127.0.0.1:9"], "credentialsRef": {"name": "missing"}}}),
     )
     .await;
-    let message = wait_health(&ns.api::<ProxmoxCluster>(), "nocreds", "Degraded").await;
+    let message = wait_health(&clusters, "nocreds", "Degraded").await;
     assert!(message.starts_with("CredentialsNotFound: "), "{message}");
+    let message = wait_kstatus(&clusters, "nocreds", "Failed").await;
+    assert!(message.contains("missing"), "{message}");
+    // A changed spec is InProgress until the operator has synced it.
+    let mut pve = clusters.get("pve").await.unwrap();
+    pve.metadata.generation = pve.metadata.generation.map(|g| g + 1);
+    assert_eq!(kstatus(&pve).0, "InProgress");
 
-    // A target whose VM stops: no longer Healthy.
+    // A VRouterStatus whose config does not exist: Degraded, Failed.
+    create::<VRouterStatus>(
+        ns,
+        json!({"metadata": {"name": "orphan"}, "spec": {"configRef": {"name": "gone"}}}),
+    )
+    .await;
+    let message = wait_health(&statuses, "orphan", "Degraded").await;
+    assert!(message.starts_with("SyncFailed: "), "{message}");
+    let message = wait_kstatus(&statuses, "orphan", "Failed").await;
+    assert!(message.contains("\"gone\" not found"), "{message}");
+    let mut orphan = statuses.get("orphan").await.unwrap();
+    orphan.metadata.generation = orphan.metadata.generation.map(|g| g + 1);
+    assert_eq!(kstatus(&orphan).0, "InProgress");
+
+    // A target whose ProxmoxCluster does not exist: Degraded, Failed.
     let targets = ns.api::<VRouterTarget>();
+    create::<VRouterTarget>(
+        ns,
+        json!({"metadata": {"name": "lost"}, "spec": {"provider": {"type": "proxmox", "proxmox": {"vmid": 999, "clusterRef": {"name": "elsewhere"}}}}}),
+    )
+    .await;
+    let message = wait_health(&targets, "lost", "Degraded").await;
+    assert!(message.starts_with("ProviderUnavailable: "), "{message}");
+    let message = wait_kstatus(&targets, "lost", "Failed").await;
+    assert!(message.contains("elsewhere"), "{message}");
+
+    // A target whose VM stops: no longer Healthy; InProgress until it runs.
     wait_health(&targets, "r4", "Healthy").await;
     site.pve.set_running(103, false);
     wait_health(&targets, "r4", "Progressing").await;
+    let message = wait_kstatus(&targets, "r4", "InProgress").await;
+    assert!(message.contains("waiting for the VM to run"), "{message}");
 }
 
 #[test]

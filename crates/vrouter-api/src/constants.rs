@@ -20,9 +20,16 @@ pub const ANNOTATION_PAUSED: &str = "vrouter.kojuro.date/paused";
 pub mod condition {
     /// VRouterConfig: the config was applied for the generation it names.
     pub const APPLIED: &str = "Applied";
+    /// Every kind: done for the generation in `status.observedGeneration`.
     /// VRouterBinding: every generated config is written (and, for
-    /// `WaitForApplied`, applied).
+    /// `WaitForApplied`, applied); VRouterConfig: applied.
     pub const READY: &str = "Ready";
+    /// kstatus's abnormal-true condition: work for the object is under way
+    /// and ends by itself. Absent otherwise.
+    pub const RECONCILING: &str = "Reconciling";
+    /// kstatus's abnormal-true condition: the object cannot progress without
+    /// a change (its spec, a reference, the router). Absent otherwise.
+    pub const STALLED: &str = "Stalled";
     /// VRouterStatus and ProxmoxCluster: the last read from the router or
     /// the Proxmox API succeeded.
     pub const SYNCED: &str = "Synced";
@@ -71,6 +78,20 @@ pub mod reason {
     /// The router's startup config changed outside the operator; the
     /// VRouterConfig is applied again (also a warning event).
     pub const DRIFT_DETECTED: &str = "DriftDetected";
+    /// VRouterConfig: not applied yet, and no apply started.
+    pub const PENDING: &str = "Pending";
+    /// VRouterConfig: its target is missing or cannot be reached as
+    /// configured (a Secret, a ProxmoxCluster, a permission).
+    pub const TARGET_UNAVAILABLE: &str = "TargetUnavailable";
+    /// VRouterTarget: the VM runs (or the vrouter-daemon agent is connected).
+    pub const VM_RUNNING: &str = "VMRunning";
+    /// VRouterTarget: the VM is not running.
+    pub const VM_NOT_RUNNING: &str = "VMNotRunning";
+    /// VRouterTarget: whether the VM runs could not be told; asked again at the next poll.
+    pub const VM_STATE_UNKNOWN: &str = "VMStateUnknown";
+    /// VRouterTarget: its provider cannot be built as configured (a missing
+    /// Secret or ProxmoxCluster, a forbidden read).
+    pub const PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";
 }
 
 /// Reasons of events that are not also condition reasons.

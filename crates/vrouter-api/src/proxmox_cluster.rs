@@ -52,6 +52,9 @@ pub struct ProxmoxClusterStatus {
     pub last_sync_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The generation the conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }
 
 /// Keys of the credentials Secret.

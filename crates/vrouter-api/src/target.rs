@@ -1,6 +1,6 @@
 //! `VRouterTarget`: one router, how to reach it, and its own params.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -142,6 +142,12 @@ pub struct VRouterTargetStatus {
     /// Whether the VM was running at the last poll.
     #[serde(default)]
     pub vm_running: bool,
+    /// `Ready` (the VM runs), `Reconciling` and `Stalled`, as kstatus reads them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The generation the conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }
 
 /// The provider block that `spec.provider.type` selects.

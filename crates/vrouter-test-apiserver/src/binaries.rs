@@ -1,6 +1,6 @@
 //! Finding the binaries that `cargo xtask testenv` builds: `etcd`,
 //! `kube-apiserver`, `helm`, `vrouter-server`, `vrouter-agent`, `toxiproxy-server`,
-//! and the Go oracles of our own tests.
+//! and the Go oracles of our own tests (`gotemplate`, `kstatus`).
 
 use std::path::PathBuf;
 
@@ -45,6 +45,13 @@ pub fn vrouter_daemon() -> Result<(PathBuf, PathBuf), Error> {
 /// `cargo xtask testenv` builds from `xtask/oracles/gotemplate`.
 pub fn go_template_oracle() -> Result<PathBuf, Error> {
     locate_one("gotemplate", "VROUTER_GO_TEMPLATE_ORACLE")
+}
+
+/// The kstatus oracle (`VROUTER_KSTATUS_ORACLE` when set, else the cache's
+/// `bin/`): sigs.k8s.io/cli-utils' kstatus, which Flux reads health with,
+/// built by `cargo xtask testenv` from `xtask/oracles/kstatus`.
+pub fn kstatus_oracle() -> Result<PathBuf, Error> {
+    locate_one("kstatus", "VROUTER_KSTATUS_ORACLE")
 }
 
 /// Toxiproxy's server (`VROUTER_TOXIPROXY` when set, else the cache's

@@ -52,7 +52,7 @@ mod env;
 mod error;
 mod webhook;
 
-pub use binaries::{Binaries, cache_dir, go_template_oracle, helm, toxiproxy_server, vrouter_daemon};
+pub use binaries::{Binaries, cache_dir, go_template_oracle, helm, kstatus_oracle, toxiproxy_server, vrouter_daemon};
 pub use env::{TestEnv, TestNamespace};
 pub use error::Error;
 pub use webhook::WebhookTls;

@@ -92,7 +92,9 @@ async fn reconcile(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Action, Er
         .filter(|t| decide::references(t, &namespace, &name))
         .collect();
     let current = cluster.status.clone().unwrap_or_default();
-    if let Some(wait) = decide::sync_wait(current.last_sync_time.as_ref(), interval, Timestamp::now()) {
+    // A spec not yet observed (other endpoints or credentials) is synced now.
+    let observed = current.observed_generation == cluster.metadata.generation;
+    if observed && let Some(wait) = decide::sync_wait(current.last_sync_time.as_ref(), interval, Timestamp::now()) {
         // A target created since the last sync is synced now rather than up
         // to a whole interval later: until then its provider must look the
         // node up on every call. (Keyed on creation, not on an empty node:
@@ -136,6 +138,9 @@ async fn reconcile(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Action, Er
         }
     };
     conditions::set(&mut next.conditions, wanted, now);
+    next.observed_generation = cluster.metadata.generation;
+    let summary = conditions::synced_summary(&next.conditions, None);
+    conditions::summarise(&mut next.conditions, summary, next.observed_generation, now);
     status_writes::patch_status(&ctx.client, cluster, Some(&current), &next).await?;
     // A failed sync is retried at the next interval too: an unreachable
     // cluster is not polled in a tight loop.

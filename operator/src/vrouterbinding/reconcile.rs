@@ -89,7 +89,8 @@ async fn report_error(binding: &VRouterBinding, ctx: &Context, error: &Error) {
         Error::Kube(kube::Error::Api(e)) => format!("Kubernetes API: {} ({})", e.message, e.reason),
         other => other.to_string(),
     };
-    match set_status(ctx, binding, not_ready(binding, message.clone()), None).await {
+    let retrying = is_transient(error);
+    match set_status(ctx, binding, not_ready(binding, message.clone()), None, retrying).await {
         Ok(true) => {
             ctx.event(binding, EventType::Warning, reason::RECONCILE_ERROR, message)
                 .await
@@ -98,6 +99,18 @@ async fn report_error(binding: &VRouterBinding, ctx: &Context, error: &Error) {
         // The API server that failed the reconcile may fail this too; the
         // retry comes either way.
         Err(e) => tracing::debug!(error = %e, "could not report the failed reconcile in Ready"),
+    }
+}
+
+/// Whether a failed reconcile may pass by itself on the retry: the API
+/// server or the connection to it failed. A refused request (a name taken
+/// by an object the binding does not control, a forbidden or invalid
+/// write) and the binding's own errors need a change.
+fn is_transient(error: &Error) -> bool {
+    match error {
+        Error::Kube(kube::Error::Api(e)) => e.code >= 500 || e.code == 429 || e.code == 409 && e.reason == "Conflict",
+        Error::Kube(_) => true,
+        Error::Rollout(_) | Error::NotOurs(_) => false,
     }
 }
 
@@ -137,16 +150,26 @@ async fn render(ctx: &Context, binding: &VRouterBinding) -> Result<Vec<VRouterCo
     }
 }
 
+/// Writes `ready` with the kstatus conditions it implies (`retrying`: a
+/// `ReconcileError` the controller expects to get past by itself) and the
+/// rollout's stamp, when anything changed.
 async fn set_status(
     ctx: &Context,
     binding: &VRouterBinding,
     ready: Wanted<'_>,
     rollout: Option<RolloutStatus>,
+    retrying: bool,
 ) -> Result<bool, Error> {
     let current = binding.status.clone().unwrap_or_default();
     let mut next: VRouterBindingStatus = current.clone();
-    conditions::set(&mut next.conditions, ready, Timestamp::now());
-    next.observed_generation = binding.meta().generation;
+    let generation = binding.meta().generation;
+    conditions::summarise(
+        &mut next.conditions,
+        conditions::binding_summary(&ready, retrying),
+        generation,
+        Timestamp::now(),
+    );
+    next.observed_generation = generation;
     if rollout.is_some() {
         next.rollout = rollout;
     }
@@ -171,7 +194,7 @@ async fn reconcile(binding: &VRouterBinding, ctx: &Context) -> Result<Action, Er
         Err(unrenderable) => {
             // Every existing config stays as it is; a person must act.
             let message = unrenderable.to_string();
-            if set_status(ctx, binding, not_ready(binding, message.clone()), None).await? {
+            if set_status(ctx, binding, not_ready(binding, message.clone()), None, false).await? {
                 ctx.event(binding, EventType::Warning, reason::RECONCILE_ERROR, message)
                     .await;
             }
@@ -272,7 +295,7 @@ async fn carry_out(
                 .map(|&i| (&desired[i], existing_of(&desired[i])))
                 .collect();
             write_all(configs, writes).await?;
-            set_status(ctx, binding, wanted, None).await?;
+            set_status(ctx, binding, wanted, None, false).await?;
         }
         Decision::StampThenWrite { target, frontier, .. } => {
             // Write-ahead: the stamp is stored before the write, so a crash
@@ -281,15 +304,15 @@ async fn carry_out(
                 last_updated_target: frontier.target.clone(),
                 last_update_time: Some(Time(frontier.stamped_at)),
             };
-            set_status(ctx, binding, wanted, Some(stamp)).await?;
+            set_status(ctx, binding, wanted, Some(stamp), false).await?;
             write_config(configs, &desired[*target], existing_of(&desired[*target])).await?;
             rollouts("in_progress");
         }
         Decision::Requeue { .. } => {
-            set_status(ctx, binding, wanted, None).await?;
+            set_status(ctx, binding, wanted, None, false).await?;
         }
         Decision::Halted { config, .. } => {
-            if set_status(ctx, binding, wanted, None).await? {
+            if set_status(ctx, binding, wanted, None, false).await? {
                 rollouts("halted");
                 let note = format!("VRouterConfig {config:?} is Failed");
                 ctx.event(binding, EventType::Warning, reason::ROLLOUT_HALTED, note)
@@ -297,7 +320,7 @@ async fn carry_out(
             }
         }
         Decision::Completed { .. } => {
-            if set_status(ctx, binding, wanted, None).await? {
+            if set_status(ctx, binding, wanted, None, false).await? {
                 rollouts("completed");
                 let note = format!("{} targets up to date", desired.len());
                 ctx.event(

@@ -25,6 +25,7 @@ use crate::reconciler::{self, Scope, Shutdown};
 use crate::vroutertarget;
 
 pub use reconcile::CONTROLLER;
+pub(crate) use reconcile::summarised;
 
 /// What the config reconciler reads: the shared [`Context`] and every
 /// VRouterConfig as this controller's own watch has it. The store is made

@@ -22,7 +22,7 @@ use super::one_apply_per_router::{Router, in_flight_elsewhere};
 use crate::context::Context;
 use crate::metrics::ResultLabels;
 use crate::reconciler::{self, Reconciler};
-use crate::{finalizers, status_writes};
+use crate::{conditions, finalizers, status_writes};
 
 pub const CONTROLLER: &str = "vrouterconfig";
 
@@ -240,6 +240,10 @@ impl<'a> Apply<'a> {
         let last_reboot = decide::latest_boot(status, target_last_reboot, started);
         let last_reboot = last_reboot.as_ref();
         let Some(reason) = decide::dispatch_reason(status, generation, last_reboot) else {
+            // A config settled before its kind had the kstatus conditions
+            // gets them once; after that this writes nothing.
+            let settled = summarised(status.clone(), config, None, clock.now);
+            status_writes::patch_status(&ctx.client, config, Some(status), &settled).await?;
             if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&self.router, &self.name)
             {
                 return Ok(match ensure_status_object(ctx, config, &self.router).await? {
@@ -261,7 +265,12 @@ impl<'a> Apply<'a> {
         }
         tracing::info!(config = %self.name, ?reason, generation, "dispatching apply");
         // Applied=False for the new generation goes out before the script runs.
-        let before = decide::before_dispatch(status, generation, clock);
+        let before = summarised(
+            decide::before_dispatch(status, generation, clock),
+            config,
+            None,
+            clock.now,
+        );
         let fresh = match status_writes::write_status(&ctx.client, config, Some(status), &before).await {
             Ok(fresh) => fresh,
             Err(e) => {
@@ -343,6 +352,7 @@ async fn wait_for_router(
 ) -> Result<Action, Error> {
     let mut next = decide::nothing_attempted_meanwhile(status.clone());
     next.message = format!("waiting for VRouterConfig {other:?} to finish its apply on the same router");
+    let next = summarised(next, config, None, Timestamp::now());
     status_writes::patch_status(&ctx.client, config, Some(status), &next).await?;
     Ok(Action::requeue(ROUTER_BUSY_RETRY))
 }
@@ -359,12 +369,13 @@ async fn note_problem(
         now: Timestamp::now(),
         apply_timeout: ctx.settings.apply_timeout,
     };
-    let step = decide::on_target_unavailable(status, clock, &message);
+    let mut step = decide::on_target_unavailable(status, clock, &message);
     if step.status.exec_pid == 0 && status.exec_pid > 0 {
         // The apply in flight timed out meanwhile.
         record_apply_end(ctx, status, &step, clock.now);
         return finish(ctx, config, status, step).await;
     }
+    step.status = summarised(step.status, config, Some(&message), clock.now);
     if status_writes::patch_status(&ctx.client, config, Some(status), &step.status).await? {
         ctx.event(
             config,
@@ -400,12 +411,27 @@ fn record_apply_end(ctx: &Context, before: &VRouterConfigStatus, step: &Step, no
     }
 }
 
+/// `status` with the `Ready`, `Reconciling` and `Stalled` conditions its
+/// phase (or `target_problem`) implies for `config`'s current generation.
+pub(crate) fn summarised(
+    mut status: VRouterConfigStatus,
+    config: &VRouterConfig,
+    target_problem: Option<&str>,
+    now: Timestamp,
+) -> VRouterConfigStatus {
+    let generation = config.meta().generation.unwrap_or(0);
+    let summary = conditions::config_summary(&status, generation, target_problem);
+    conditions::summarise(&mut status.conditions, summary, Some(generation), now);
+    status
+}
+
 async fn finish(
     ctx: &Context,
     config: &VRouterConfig,
     current: &VRouterConfigStatus,
-    step: Step,
+    mut step: Step,
 ) -> Result<Action, Error> {
+    step.status = summarised(step.status, config, None, Timestamp::now());
     if step.status.exec_pid == 0 {
         // No apply of this config runs (any more): its router is free.
         ctx.router_locks.release(&router_of(config), &config.name_any());

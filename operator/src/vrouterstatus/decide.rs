@@ -42,6 +42,13 @@ impl ConfigView {
     fn repairs(&self) -> bool {
         !self.paused && !self.repair_off && self.phase == Phase::Applied
     }
+
+    /// Whether drift on this router is being put right: repaired now, or
+    /// by the apply already pending or running. A Failed config (or one
+    /// paused, or repair switched off) leaves it to a person.
+    pub fn drift_is_repaired(&self) -> bool {
+        !self.paused && !self.repair_off && self.phase != Phase::Failed
+    }
 }
 
 /// The outcome of one sync.

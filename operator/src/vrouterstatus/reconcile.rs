@@ -11,11 +11,11 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{condition, reason};
-use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
+use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterStatusStatus, VRouterTarget};
 
 use super::decide::{self, ConfigView, Reading};
 use super::stored_configs;
-use crate::conditions::{self, Wanted};
+use crate::conditions::{self, Drift, Wanted};
 use crate::context::Context;
 use crate::metrics::ResultLabels;
 use crate::reconciler::Reconciler;
@@ -60,7 +60,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
     let namespace = vrs.namespace().unwrap_or_default();
     let current = vrs.status.clone().unwrap_or_default();
     let now = Timestamp::now();
-    let fail = |why: String| decide::on_read_failed(&current, &why, now);
+    let fail = |why: String| summarised(vrs, decide::on_read_failed(&current, &why, now), None, now);
     let config_ref = &vrs.spec.config_ref;
     if config_ref.crosses_namespace(&namespace) {
         let next = fail(format!("spec.configRef must stay in namespace {namespace:?}"));
@@ -81,8 +81,10 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
     };
     // Every write of this status comes back as a
     // watch event; without this the router would be read again at once,
-    // and the new lastFetchTime written again, in a loop.
-    if let Some(wait) = decide::sync_wait(&current, &view, sync_interval(vrs), now) {
+    // and the new lastFetchTime written again, in a loop. A spec not yet
+    // observed (another config, another interval) is read for now.
+    let observed = current.observed_generation == vrs.meta().generation;
+    if observed && let Some(wait) = decide::sync_wait(&current, &view, sync_interval(vrs), now) {
         return Ok(Some(wait));
     }
     let (startup, running) = match read_router(ctx, &config).await {
@@ -104,15 +106,12 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
         .drift_reads
         .get_or_create(&ResultLabels { result: "read" })
         .inc();
-    let reading = Reading {
-        startup_hash: decide::config_hash(&startup),
-        running_hash: if running.is_empty() {
-            String::new()
-        } else {
-            decide::config_hash(&running)
-        },
-    };
-    let mut sync = decide::on_read(&current, &view, &reading, now);
+    let mut sync = decide::on_read(&current, &view, &reading_of(&startup, &running), now);
+    let drift = sync.status.drift_detected.then(|| Drift {
+        repairing: view.drift_is_repaired(),
+        why: &sync.status.message,
+    });
+    sync.status = summarised(vrs, sync.status.clone(), drift, now);
     stored_configs::keep(&ctx.client, vrs, &current, &startup, &running, &mut sync.status).await?;
     status_writes::patch_status(&ctx.client, vrs, Some(&current), &sync.status).await?;
     if sync.drift_started {
@@ -129,6 +128,33 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
         reset_to_pending(ctx, &config).await?;
     }
     Ok(None)
+}
+
+/// The hashes of the configs read; an empty running config (it could not
+/// be read) has none.
+fn reading_of(startup: &[u8], running: &[u8]) -> Reading {
+    Reading {
+        startup_hash: decide::config_hash(startup),
+        running_hash: if running.is_empty() {
+            String::new()
+        } else {
+            decide::config_hash(running)
+        },
+    }
+}
+
+/// `status` with its observed generation and the `Ready`, `Reconciling` and
+/// `Stalled` conditions its `Synced` and `drift` imply.
+fn summarised(
+    vrs: &VRouterStatus,
+    mut status: VRouterStatusStatus,
+    drift: Option<Drift<'_>>,
+    now: Timestamp,
+) -> VRouterStatusStatus {
+    let summary = conditions::synced_summary(&status.conditions, drift);
+    status.observed_generation = vrs.meta().generation;
+    conditions::summarise(&mut status.conditions, summary, status.observed_generation, now);
+    status
 }
 
 /// The router's startup and running configs, or why they could not be read.
@@ -168,6 +194,7 @@ async fn reset_to_pending(ctx: &Context, config: &VRouterConfig) -> Result<(), E
     next.phase = Phase::Pending;
     next.message = "drift detected: the router's config changed outside the operator; applying again".into();
     let generation = Some(next.observed_generation);
+    let now = Timestamp::now();
     conditions::set(
         &mut next.conditions,
         Wanted {
@@ -177,8 +204,9 @@ async fn reset_to_pending(ctx: &Context, config: &VRouterConfig) -> Result<(), E
             message: next.message.clone(),
             observed_generation: generation,
         },
-        Timestamp::now(),
+        now,
     );
+    let next = crate::vrouterconfig::summarised(next, config, None, now);
     status_writes::patch_status(&ctx.client, config, Some(&current), &next).await?;
     ctx.event(config, EventType::Warning, reason::DRIFT_DETECTED, next.message.clone())
         .await;

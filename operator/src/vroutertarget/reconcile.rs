@@ -1,12 +1,16 @@
 //! The VRouterTarget reconciler: asks the provider whether the VM runs and
-//! writes `status.vmRunning` when that changed.
+//! writes `status.vmRunning`, with `Ready` and kstatus's `Reconciling` or
+//! `Stalled`, when that changed.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use vrouter_api::VRouterTarget;
+use vrouter_providers::ProviderError;
 
+use crate::conditions::{self, VmSeen};
 use crate::context::Context;
 use crate::reconciler::Reconciler;
 use crate::status_writes;
@@ -39,24 +43,51 @@ impl Reconciler for TargetReconciler {
     }
 }
 
+/// An error of the provider as the target's conditions show it: one that a
+/// person must fix (a Secret, a ProxmoxCluster, a grant, a permission)
+/// stalls the target; anything else may pass by the next poll.
+fn seen_after(error: &ProviderError) -> VmSeen {
+    match error {
+        ProviderError::Kube { .. }
+        | ProviderError::Timeout { .. }
+        | ProviderError::Unreachable { .. }
+        | ProviderError::Http { .. }
+        | ProviderError::Grpc { .. }
+        | ProviderError::Agent { .. }
+        | ProviderError::AgentUnavailable { .. } => VmSeen::Unknown(error.to_string()),
+        _ => VmSeen::Unreachable(error.to_string()),
+    }
+}
+
 async fn poll(target: &VRouterTarget, ctx: &Context) -> Result<(), Error> {
     let running = match ctx.providers.for_target(target).await {
         Ok(provider) => provider.is_vm_running().await,
         Err(e) => Err(e),
     };
-    let running = match running {
-        Ok(running) => running,
+    let current = target.status.clone().unwrap_or_default();
+    let mut next = current.clone();
+    let seen = match running {
+        Ok(true) => VmSeen::Running,
+        Ok(false) => VmSeen::Stopped,
         Err(error) => {
-            // The last observed value stays; the error is in the log.
+            // The last observed vmRunning stays; the conditions say why it
+            // could not be read again.
             tracing::warn!(target = ?target.metadata.name, %error, "could not tell whether the VM runs");
-            return Ok(());
+            seen_after(&error)
         }
     };
-    let current = target.status.clone().unwrap_or_default();
-    if current.vm_running != running {
-        let mut next = current.clone();
-        next.vm_running = running;
-        status_writes::patch_status(&ctx.client, target, Some(&current), &next).await?;
+    match seen {
+        VmSeen::Running => next.vm_running = true,
+        VmSeen::Stopped => next.vm_running = false,
+        VmSeen::Unknown(_) | VmSeen::Unreachable(_) => {}
     }
+    next.observed_generation = target.metadata.generation;
+    conditions::summarise(
+        &mut next.conditions,
+        conditions::target_summary(&seen),
+        target.metadata.generation,
+        Timestamp::now(),
+    );
+    status_writes::patch_status(&ctx.client, target, Some(&current), &next).await?;
     Ok(())
 }

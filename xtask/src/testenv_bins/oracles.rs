@@ -5,13 +5,18 @@
 //! - `gotemplate`: Go `text/template` + sprig as the Go vrouter-operator renders
 //!   (sprig's function map without its denylist), for vrouter-render's
 //!   differential tests of `go_template::convert`.
+//! - `kstatus`: sigs.k8s.io/cli-utils' kstatus status computation (what Flux
+//!   reads health with), for the operator's test that the conditions it writes
+//!   are read as Current, InProgress and Failed by the real library. It shares
+//!   k8s.io/api and apimachinery v0.37.2 with kube-apiserver, so a machine that
+//!   built that reuses their compiled packages.
 //!
 //! Each is built into `<cache>/bin/<name>` with the dependency versions its
 //! `go.sum` pins (`-mod=readonly`, so a build never edits the repository),
 //! stamped with a SHA-256 of its sources and the Go version: a changed program is
 //! rebuilt, an unchanged one never. Tests find it with
-//! `vrouter_test_apiserver::go_template_oracle()` and fail saying how to build
-//! it when it is missing.
+//! `vrouter_test_apiserver::go_template_oracle()` / `kstatus_oracle()` and fail
+//! saying how to build it when it is missing.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -22,7 +27,7 @@ use anyhow::Context;
 use super::{go, go_output, source_hash};
 
 /// The oracles, by directory name under `xtask/oracles/`.
-pub const ORACLES: &[&str] = &["gotemplate"];
+pub const ORACLES: &[&str] = &["gotemplate", "kstatus"];
 /// Bumped whenever the build recipe below changes.
 const RECIPE_REVISION: u32 = 1;
 
