@@ -170,12 +170,20 @@ pub enum Command {
     /// Show what applying the given manifests (files or directories of
     /// *.yaml) would change: each VRouterConfig they render against the one
     /// in the cluster (from KUBECONFIG), as unified diffs, secrets masked.
+    /// With --binding, what the binding in the cluster would change: each
+    /// config it renders now against the one the cluster holds, and the
+    /// rendered config.boot against the router's config as drift detection
+    /// last read it (or the last applied one).
     /// Also `kubectl vrouter diff` when installed as `kubectl-vrouter`.
     /// Exit codes: 0 no differences, 1 differences, 2 invalid manifests or
     /// the cluster could not be read.
     Diff {
-        #[arg(required = true)]
+        #[arg(required_unless_present = "binding")]
         paths: Vec<PathBuf>,
+        /// A VRouterBinding in the cluster: `<namespace>/<name>`, or
+        /// `<name>` in the kubeconfig context's namespace.
+        #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "paths")]
+        binding: Option<String>,
     },
     /// Convert the VRouterTemplates of the given manifests (files or
     /// directories of *.yaml) from the Go operator's text/template + sprig to
@@ -255,6 +263,18 @@ mod tests {
         );
         let err = Args::try_parse_from(["vrouter-operator", "--apply-timeout", "soon"]).unwrap_err();
         assert!(err.to_string().contains("invalid duration \"soon\""), "{err}");
+    }
+
+    #[test]
+    fn diff_takes_manifests_or_a_binding_not_both_and_not_neither() {
+        let args = Args::try_parse_from(["vrouter-operator", "diff", "--binding", "net/edge"]).unwrap();
+        assert!(
+            matches!(args.command, Some(Command::Diff { binding: Some(b), paths }) if b == "net/edge" && paths.is_empty())
+        );
+        let args = Args::try_parse_from(["vrouter-operator", "diff", "site/"]).unwrap();
+        assert!(matches!(args.command, Some(Command::Diff { binding: None, paths }) if paths.len() == 1));
+        assert!(Args::try_parse_from(["vrouter-operator", "diff"]).is_err());
+        assert!(Args::try_parse_from(["vrouter-operator", "diff", "site/", "--binding", "net/edge"]).is_err());
     }
 
     #[test]

@@ -31,7 +31,10 @@ async fn main() -> anyhow::Result<()> {
         std::process::exit(diff::EXIT_ERROR);
     }
     match &args.command {
-        Some(Command::Diff { paths }) => std::process::exit(diff_with_cluster(paths).await),
+        Some(Command::Diff {
+            binding: Some(binding), ..
+        }) => std::process::exit(diff_binding(binding).await),
+        Some(Command::Diff { paths, binding: None }) => std::process::exit(diff_with_cluster(paths).await),
         Some(Command::Render { paths, script, strict }) => std::process::exit(render_offline(paths, *script, *strict)),
         Some(Command::Convert { paths, in_place }) => std::process::exit(convert_manifests(paths, *in_place)),
         None => {}
@@ -306,6 +309,46 @@ async fn diff_with_cluster(paths: &[std::path::PathBuf]) -> i32 {
     let mut code = diff::EXIT_SAME;
     for (config, live) in rendered.configs.iter().zip(&live) {
         if let Some(text) = diff::diff_config(config, live) {
+            print!("{text}");
+            code = diff::EXIT_DIFFERS;
+        }
+    }
+    code
+}
+
+/// `diff --binding`: the binding in the cluster, rendered now, against what
+/// the cluster and each router hold.
+async fn diff_binding(binding: &str) -> i32 {
+    let client = match Client::try_default().await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("error: connecting to the Kubernetes API: {e}");
+            return diff::EXIT_ERROR;
+        }
+    };
+    let (namespace, name) = match diff::live::parse_binding_ref(binding, client.default_namespace()) {
+        Ok(found) => found,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return diff::EXIT_ERROR;
+        }
+    };
+    let targets = match diff::live::read(&client, &namespace, &name).await {
+        Ok(targets) => targets,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return diff::EXIT_ERROR;
+        }
+    };
+    let rendered = format!("binding {name}, rendered from the cluster");
+    let mut code = diff::EXIT_SAME;
+    for target in &targets {
+        let router = target
+            .router
+            .as_ref()
+            .and_then(|router| diff::diff_router_config(&target.desired, router));
+        let config = diff::diff_config_from(&target.desired, &rendered, &target.live);
+        for text in [config, router].into_iter().flatten() {
             print!("{text}");
             code = diff::EXIT_DIFFERS;
         }

@@ -133,6 +133,151 @@ async fn diff_shows_exactly_what_a_param_change_would_change_and_masks_secrets()
     assert!(String::from_utf8_lossy(&invalid.stderr).contains("VRouterTarget \"r1\" is not among the given manifests"));
 }
 
+/// A template of config.boot only: what `load` puts on the router is all of it.
+fn boot_template(ns: &str) -> Value {
+    json!({"apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterTemplate",
+        "metadata": {"name": "boot", "namespace": ns},
+        "spec": {"config": "system {\n    host-name {{ hostName }}\n    ntp {\n        server {{ ntp }}\n    }\n    login {\n        user vyos {\n            authentication {\n                plaintext-password {{ pw }}\n            }\n        }\n    }\n}\n"}})
+}
+
+/// The `-`/`+` lines of each file of a unified diff, by its `---` header.
+fn changed_lines_by_file(diff: &str) -> Vec<(String, Vec<&str>)> {
+    let mut out: Vec<(String, Vec<&str>)> = Vec::new();
+    for line in diff.lines() {
+        if let Some(header) = line.strip_prefix("--- ") {
+            out.push((header.to_owned(), Vec::new()));
+        } else if let Some((_, lines)) = out.last_mut()
+            && !line.starts_with("+++")
+            && (line.starts_with('-') || line.starts_with('+'))
+        {
+            lines.push(line);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn diff_of_a_live_binding_compares_with_the_cluster_and_the_router_and_masks_secrets() {
+    let site = site("diff-live", &["r1"], Settings::default()).await;
+    let ns = site.ns.name().to_owned();
+    create::<VRouterTemplate>(&site.ns, boot_template(&ns)).await;
+    let mut bound = binding(&ns, "192.0.2.1", "s3cret-one");
+    bound["spec"]["templateRefs"] = json!([{"name": "boot"}]);
+    create::<VRouterBinding>(&site.ns, bound).await;
+    let configs = site.ns.api::<vrouter_api::VRouterConfig>();
+    let (phase, _, message) = final_phase(&configs, "b.r1", Duration::from_secs(60)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    // Drift detection reads the router once after the apply, into its Secret.
+    let secrets = site.ns.api::<k8s_openapi::api::core::v1::Secret>();
+    let secret_name = vrouter_api::VRouterStatus::config_secret_name_of("b.r1");
+    common::wait_for(
+        "the router's config in its drift Secret",
+        Duration::from_secs(60),
+        || async {
+            let secret = secrets.get_opt(&secret_name).await.ok()??;
+            let running = secret.data?.get("running")?.0.clone();
+            String::from_utf8_lossy(&running).contains("192.0.2.1").then_some(())
+        },
+    )
+    .await;
+
+    let kubeconfig = TestEnv::shared().await.kubeconfig_path().to_owned();
+    let binary = Path::new(env!("CARGO_BIN_EXE_vrouter-operator"));
+    let live = |program: &Path, name: &str| {
+        Command::new(program)
+            .args(["diff", "--binding", &format!("{ns}/{name}")])
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .unwrap()
+    };
+
+    // As applied: nothing differs, from the cluster or on the router.
+    let same = live(binary, "b");
+    assert_eq!(
+        same.status.code(),
+        Some(EXIT_SAME),
+        "{}{}",
+        String::from_utf8_lossy(&same.stdout),
+        String::from_utf8_lossy(&same.stderr)
+    );
+    assert!(same.stdout.is_empty(), "{}", String::from_utf8_lossy(&same.stdout));
+
+    // With the controllers stopped, the binding's params change in the
+    // cluster: the diff shows what the next apply would change, exactly
+    // those lines, in the config the cluster holds and on the router.
+    site.stop.send(true).unwrap();
+    site.ns
+        .api::<VRouterBinding>()
+        .patch(
+            "b",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"params": {"ntp": "192.0.2.2", "pw": "s3cret-two"}}})),
+        )
+        .await
+        .unwrap();
+    let changed = live(binary, "b");
+    let stdout = String::from_utf8(changed.stdout.clone()).unwrap();
+    assert_eq!(
+        changed.status.code(),
+        Some(EXIT_DIFFERS),
+        "{stdout}{}",
+        String::from_utf8_lossy(&changed.stderr)
+    );
+    let expected = [
+        "-        server 192.0.2.1",
+        "+        server 192.0.2.2",
+        "-                plaintext-password <masked#1>",
+        "+                plaintext-password <masked#2>",
+    ];
+    let files = changed_lines_by_file(&stdout);
+    let headers: Vec<&str> = files.iter().map(|(h, _)| h.as_str()).collect();
+    assert_eq!(
+        headers,
+        [
+            format!("{ns}/b.r1 config (cluster)"),
+            format!("{ns}/b.r1 config.boot (router's running config, read by drift detection)"),
+        ],
+        "{stdout}"
+    );
+    for (header, lines) in &files {
+        assert_eq!(*lines, expected, "{header}:\n{stdout}");
+    }
+    assert!(
+        stdout.contains(&format!("+++ {ns}/b.r1 config (binding b, rendered from the cluster)")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("s3cret"), "a secret in the output: {stdout}");
+
+    // The same through kubectl's plugin name.
+    let plugin_dir = tempfile::tempdir().unwrap();
+    let plugin = plugin_dir.path().join("kubectl-vrouter");
+    std::os::unix::fs::symlink(binary, &plugin).unwrap();
+    let through_kubectl = live(&plugin, "b");
+    assert_eq!(through_kubectl.status.code(), Some(EXIT_DIFFERS));
+    assert_eq!(through_kubectl.stdout, changed.stdout);
+
+    // Without the drift Secret, the router holds what was last applied.
+    secrets.delete(&secret_name, &Default::default()).await.unwrap();
+    let from_applied = live(binary, "b");
+    let stdout = String::from_utf8(from_applied.stdout).unwrap();
+    assert_eq!(from_applied.status.code(), Some(EXIT_DIFFERS), "{stdout}");
+    let files = changed_lines_by_file(&stdout);
+    assert_eq!(files[1].0, format!("{ns}/b.r1 config.boot (last applied)"), "{stdout}");
+    assert_eq!(files[1].1, expected, "{stdout}");
+    assert!(!stdout.contains("s3cret"), "a secret in the output: {stdout}");
+
+    // Nothing was written, and a binding that is not there is an error.
+    let live_config = configs.get("b.r1").await.unwrap();
+    assert!(live_config.spec.config.contains("192.0.2.1"));
+    let missing = live(binary, "nope");
+    assert_eq!(missing.status.code(), Some(EXIT_ERROR));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains(&format!("VRouterBinding {ns}/nope not found")),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_config_not_in_the_cluster_is_shown_whole() {
     let desired: vrouter_api::VRouterConfig = serde_json::from_value(json!({

@@ -82,6 +82,12 @@ impl VRouterStatus {
     /// (keys `startup` and `running`): `vrs-<name>-config`. An earlier
     /// version's ConfigMap had the same name.
     pub fn config_secret_name(&self) -> String {
-        format!("vrs-{}-config", self.metadata.name.as_deref().unwrap_or(""))
+        Self::config_secret_name_of(self.metadata.name.as_deref().unwrap_or(""))
+    }
+
+    /// [`Self::config_secret_name`] of the VRouterStatus `name` (which is
+    /// also the name of its VRouterConfig).
+    pub fn config_secret_name_of(name: &str) -> String {
+        format!("vrs-{name}-config")
     }
 }

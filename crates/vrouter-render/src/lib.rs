@@ -18,6 +18,7 @@ pub use apply_script::{
     render_confirm_script,
 };
 pub use compose::{RenderedConfig, render_templates};
+pub use config_boot::normalize_config_boot;
 pub use failure_markers::find_failure_marker;
 pub use merge::{MergeError, merge, merge_into, merge_layers};
 pub use template::{

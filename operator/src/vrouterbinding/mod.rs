@@ -5,7 +5,7 @@
 
 pub mod decide;
 mod reconcile;
-mod resolve;
+pub mod resolve;
 mod writes;
 
 use std::sync::Arc;

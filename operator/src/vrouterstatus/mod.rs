@@ -4,7 +4,7 @@
 
 pub mod decide;
 mod reconcile;
-mod stored_configs;
+pub mod stored_configs;
 
 use std::sync::Arc;
 

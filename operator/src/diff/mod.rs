@@ -5,6 +5,11 @@
 //! commands that run after it. Secret values are masked on both sides. Exit
 //! codes follow `kubectl diff`: 0 nothing differs, 1 something does, 2 the
 //! manifests or the cluster could not be read.
+//!
+//! With `--binding`, the desired side is the binding as the cluster holds
+//! it, rendered from the templates, params and targets the cluster holds
+//! ([`live`]), and each router's config is compared too: the rendered
+//! config.boot against the router's config as drift detection last read it.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -14,6 +19,8 @@ use kube::{Client, ResourceExt};
 use similar::TextDiff;
 use vrouter_api::{VRouterConfig, VRouterStatus};
 use vrouter_render::secrets::SecretMasker;
+
+pub mod live;
 
 pub const EXIT_SAME: i32 = 0;
 pub const EXIT_DIFFERS: i32 = 1;
@@ -28,9 +35,15 @@ pub struct Live {
     pub drifted: bool,
 }
 
-/// The unified diff of one config, or `None` when applying it changes
-/// nothing. Pure: the caller reads [`Live`].
+/// The unified diff of one config rendered from manifests, or `None` when
+/// applying it changes nothing. Pure: the caller reads [`Live`].
 pub fn diff_config(desired: &VRouterConfig, live: &Live) -> Option<String> {
+    diff_config_from(desired, "manifests", live)
+}
+
+/// [`diff_config`] of a config rendered from `desired_source` (named in
+/// the diff's `+++` header).
+pub fn diff_config_from(desired: &VRouterConfig, desired_source: &str, live: &Live) -> Option<String> {
     let id = format!(
         "{}/{}",
         desired.namespace().unwrap_or_else(|| "default".into()),
@@ -67,7 +80,7 @@ pub fn diff_config(desired: &VRouterConfig, live: &Live) -> Option<String> {
             .context_radius(3)
             .header(
                 &format!("{id} {field} ({source})"),
-                &format!("{id} {field} (manifests)"),
+                &format!("{id} {field} ({desired_source})"),
             )
             .to_string();
         out.push_str(&text);
@@ -85,6 +98,56 @@ pub fn diff_config(desired: &VRouterConfig, live: &Live) -> Option<String> {
         );
     }
     Some(out)
+}
+
+/// A router's config, as `diff --binding` compares a rendered one with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouterConfig {
+    pub text: String,
+    /// Where it was read, for the diff's header.
+    pub source: String,
+}
+
+/// The unified diff of the router's config against the rendered config.boot
+/// fragment `load` would replace it with, or `None` when they are the same
+/// tree (layout and comments aside) or the rendered config has no fragment:
+/// then `load` resets the router to its default config before the commands
+/// run, which only the router knows. Both sides are normalized
+/// ([`vrouter_render::normalize_config_boot`]) when VyOS's parser reads
+/// them, compared as written otherwise; secret values are masked.
+pub fn diff_router_config(desired: &VRouterConfig, router: &RouterConfig) -> Option<String> {
+    if desired.spec.config.trim().is_empty() {
+        return None;
+    }
+    let id = format!(
+        "{}/{}",
+        desired.namespace().unwrap_or_else(|| "default".into()),
+        desired.name_any()
+    );
+    let (before, after) = match (
+        vrouter_render::normalize_config_boot(&router.text),
+        vrouter_render::normalize_config_boot(&desired.spec.config),
+    ) {
+        (Ok(before), Ok(after)) => (before, after),
+        _ => (router.text.clone(), desired.spec.config.clone()),
+    };
+    if before == after {
+        return None;
+    }
+    let mut masker = SecretMasker::new();
+    let (before, after) = (masker.mask(&before), masker.mask(&after));
+    let mut text = TextDiff::from_lines(&before, &after)
+        .unified_diff()
+        .context_radius(3)
+        .header(
+            &format!("{id} config.boot ({})", router.source),
+            &format!("{id} config.boot (rendered)"),
+        )
+        .to_string();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Some(text)
 }
 
 /// Reads what the cluster holds for each of `desired`: a GET per config and
