@@ -579,3 +579,184 @@ async fn kubevirt_agent_frozen_mid_apply_times_out_then_recovers() {
     let rig = kubevirt_rig("real-kv-stop", &guest, fault_settings()).await;
     agent_frozen_mid_apply(&rig).await;
 }
+
+/// A minute of the guest's `commit-confirm` timer, in seconds: short, so
+/// the stub's rollback comes well within the test, and long enough that a
+/// check and a `confirm` under TCG finish before it.
+const CONFIRM_MINUTE_SECONDS: u32 = 20;
+
+/// The check of the confirmed applies below: the router's running config
+/// (read in the guest as drift detection reads it) still names the uplink.
+fn uplink_check() -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        "/bin/cli-shell-api showConfig --show-active-only | grep -q 'description uplink-ok'".into(),
+    ]
+}
+
+/// A confirmed apply against the real guest, whose `commit-confirm` and
+/// `confirm` are the stubs of `vrouter_test_peers::guest` (their doc cites
+/// the VyOS sources they model: vyatta-cfg `vyatta-cfg-run` lines 134-162,
+/// vyos-1x `python/vyos/config_mgmt.py` `commit_confirm`, `confirm` and
+/// `revert_soft`, lines 183-307): the revert is a timer of the given
+/// minutes that reloads the config committed before.
+///
+/// Generation 1 keeps the uplink: the check passes, the operator confirms,
+/// then saves. Generation 2 cuts it: the check fails, nothing is confirmed
+/// or saved, the guest's own timer restores generation 1's running config,
+/// the config says `RolledBack` with the failed check, and the serial
+/// rollout halts before its second target, `r2`, which generation 2 adds
+/// after `r1` (its VM does not exist: the halt is all that keeps the
+/// rollout from writing its config).
+#[tokio::test]
+async fn proxmox_confirmed_apply_is_confirmed_when_its_check_passes_and_rolled_back_when_it_fails() {
+    let guest = PVE_GUEST.lease();
+    // A guest booted moments ago would count as a reboot at a sync of the
+    // cluster, and the reboot's re-apply would run amid the applies below.
+    guest.wait_for_agent(BOOT_BOUND).await.unwrap_or_else(|e| panic!("{e}"));
+    let early = RouterView::new(ChardevTransport::new(&guest, Duration::from_secs(60)));
+    let margin = Duration::from_secs(REBOOT_SYNC_SECS * 3 / 2 + 5);
+    wait_for(
+        "the VM and guest to be up longer than the reboot window",
+        Duration::from_secs(120),
+        || async { (guest.process_uptime() > margin && early.uptime().await.ok()? > margin).then_some(()) },
+    )
+    .await;
+    let rig = proxmox_rig(
+        "real-pve-confirm",
+        &guest,
+        Settings::default(),
+        &format!("{REBOOT_SYNC_SECS}s"),
+    )
+    .await;
+    rig.view.set_confirm_minute(CONFIRM_MINUTE_SECONDS).await.unwrap();
+    create::<VRouterTarget>(
+        &rig.ns,
+        json!({"metadata": {"name": "r2"}, "spec": {
+            "provider": {"type": "proxmox", "proxmox": {"vmid": VMID + 1, "clusterRef": {"name": "pve"}}},
+        }}),
+    )
+    .await;
+    create::<vrouter_api::VRouterTemplate>(
+        &rig.ns,
+        json!({"metadata": {"name": "uplink"}, "spec": {
+            "commands": "set interfaces ethernet eth0 description {{ uplink }}\n",
+        }}),
+    )
+    .await;
+    create::<VRouterBinding>(
+        &rig.ns,
+        json!({"metadata": {"name": "edge"}, "spec": {
+            "templateRefs": [{"name": "uplink"}],
+            "params": {"uplink": "uplink-ok"},
+            "targetRefs": [{"name": "r1"}],
+            "rollout": {"mode": "WaitForApplied", "pollInterval": "1s"},
+            "confirm": {"timeout": "1m", "check": {"command": uplink_check(), "timeout": "20s"}},
+        }}),
+    )
+    .await;
+    let configs = rig.ns.api::<VRouterConfig>();
+    let started = std::time::Instant::now();
+    let (phase, applied, message) = final_phase(&configs, "edge.r1", Duration::from_secs(180)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    assert_eq!(applied, Some(("True".into(), "ConfigApplied".into())));
+    eprintln!("confirmed apply: Applied after {:?}", started.elapsed());
+    let confirmed_running = rig.view.running_config().await.unwrap();
+    assert!(String::from_utf8_lossy(&confirmed_running).contains("description uplink-ok"));
+    let status = configs.get("edge.r1").await.unwrap().status.unwrap();
+    assert_eq!(status.confirmation, None);
+    // Saved only after the confirmation, and what was saved is what runs.
+    let confirmed = [
+        "source /opt/vyatta/etc/functions/script-template",
+        "configure",
+        "confirm",
+        "save",
+    ];
+    let mut expected = vec![
+        "source /opt/vyatta/etc/functions/script-template",
+        "configure",
+        "load /opt/vyatta/etc/config.boot.default",
+        "set interfaces ethernet eth0 description uplink-ok",
+        "commit-confirm 1",
+        "commit",
+    ];
+    expected.extend(confirmed);
+    let calls = rig.view.calls().await.unwrap();
+    assert_eq!(calls, expected);
+    assert_eq!(rig.view.running_config().await.unwrap(), confirmed_running);
+    assert_eq!(rig.view.config_boot().await.unwrap(), confirmed_running);
+    assert!(!rig.view.confirm_pending().await.unwrap(), "confirm stopped the timer");
+    // Past the stub's timer: a confirmed change stays.
+    tokio::time::sleep(Duration::from_secs(u64::from(CONFIRM_MINUTE_SECONDS) + 2)).await;
+    assert_eq!(rig.view.running_config().await.unwrap(), confirmed_running);
+
+    // Generation 2 cuts the uplink, and adds r2 after r1.
+    rig.ns
+        .api::<VRouterBinding>()
+        .patch(
+            "edge",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {
+                "params": {"uplink": "cut"},
+                "targetRefs": [{"name": "r1"}, {"name": "r2"}],
+            }})),
+        )
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = wait_for("edge.r1 to be RolledBack", Duration::from_secs(240), || async {
+        let status = configs.get("edge.r1").await.ok()?.status?;
+        let applied = condition(&status.conditions, "Applied")?;
+        (applied.1 == "RolledBack" || applied.1 == "RollbackFailed").then_some(status)
+    })
+    .await;
+    eprintln!("failed check: verdict after {:?}", started.elapsed());
+    let applied = condition(&status.conditions, "Applied").unwrap();
+    assert_eq!(applied, ("False".into(), "RolledBack".into()), "{}", status.message);
+    assert_eq!(status.phase, Phase::Failed);
+    let check = uplink_check().join(" ");
+    assert!(
+        status
+            .message
+            .starts_with(&format!("not confirmed: check `{check}` exited with code 1"))
+            && status
+                .message
+                .ends_with("the router rolled back to its previous running config"),
+        "{}",
+        status.message
+    );
+    assert_eq!(status.confirmation, None);
+    // The guest's own timer put generation 1 back; nothing was confirmed or saved.
+    assert_eq!(rig.view.running_config().await.unwrap(), confirmed_running);
+    assert_eq!(rig.view.config_boot().await.unwrap(), confirmed_running);
+    let calls = rig.view.calls().await.unwrap();
+    let second = &calls[expected.len()..];
+    assert_eq!(
+        second,
+        [
+            "source /opt/vyatta/etc/functions/script-template",
+            "configure",
+            "load /opt/vyatta/etc/config.boot.default",
+            "set interfaces ethernet eth0 description cut",
+            "commit-confirm 1",
+            "commit",
+            "revert_soft",
+        ]
+    );
+    // The rollout halts at r1: r2's config is never written.
+    let binding = wait_for("the rollout to halt", Duration::from_secs(60), || async {
+        let binding = rig.ns.api::<VRouterBinding>().get("edge").await.ok()?;
+        let ready = condition(&binding.status.as_ref()?.conditions, "Ready")?;
+        (ready.1 == "RolloutHalted").then_some(binding)
+    })
+    .await;
+    let ready = condition(&binding.status.unwrap().conditions, "Ready").unwrap();
+    assert_eq!(ready.0, "False");
+    assert!(configs.get_opt("edge.r2").await.unwrap().is_none());
+    // A rollback is no reboot to re-apply for: the config stays RolledBack.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let later = configs.get("edge.r1").await.unwrap().status.unwrap();
+    assert_eq!(condition(&later.conditions, "Applied").unwrap().1, "RolledBack");
+    assert_eq!(rig.view.calls().await.unwrap(), calls, "nothing ran in the guest since");
+}

@@ -131,6 +131,10 @@ impl<P: AgentProvider> Provider for P {
         exec_script(self, self.paths(), config, commands, save).await
     }
 
+    fn confirm_supported(&self) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
     async fn exec_confirmed_script(
         &self,
         config: &str,

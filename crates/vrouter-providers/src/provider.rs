@@ -95,6 +95,15 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// `save`, saving. Returns at once with a handle to poll.
     async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError>;
 
+    /// Whether this provider can carry a confirmed apply (`spec.confirm`) to
+    /// its end: start it, check the router, confirm. The error says why not.
+    fn confirm_supported(&self) -> Result<(), ProviderError> {
+        Err(ProviderError::NotSupported {
+            provider: self.kind().as_str(),
+            what: "confirmed applies (spec.confirm)".into(),
+        })
+    }
+
     /// Starts a confirmed apply (`spec.confirm`): like [`Provider::exec_script`],
     /// but committing with `commit-confirm <minutes>` and never saving; the
     /// router rolls the commit back unless [`Provider::confirm_apply`] runs
@@ -109,6 +118,7 @@ pub trait Provider: Send + Sync + fmt::Debug {
         minutes: u32,
     ) -> Result<ExecHandle, ProviderError> {
         let _ = (config, commands, minutes);
+        self.confirm_supported()?;
         Err(ProviderError::NotSupported {
             provider: self.kind().as_str(),
             what: "confirmed applies (spec.confirm)".into(),

@@ -90,6 +90,33 @@ async fn raw_apply(
         .map(tonic::Response::into_inner)
 }
 
+/// vrouter-daemon cannot carry `spec.confirm` (its agent always saves, and
+/// nothing can run `confirm` afterwards): refused with the reason, before
+/// anything is sent.
+#[tokio::test]
+async fn a_confirmed_apply_is_refused_with_the_reason() {
+    let daemon = Daemon::start();
+    let _agent = daemon.start_agent("router-a", AgentFlags::default()).await;
+    let up = provider(&daemon, "router-a", 60);
+    let err = up.confirm_supported().unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, ProviderError::NotSupported { .. }), "{message}");
+    for needle in [
+        "confirmed applies (spec.confirm)",
+        "always saves",
+        "disconnect_policy rollback",
+    ] {
+        assert!(message.contains(needle), "{message}");
+    }
+    let err = up
+        .exec_confirmed_script("", "set system host-name r1\n", 5)
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), message);
+    let err = up.confirm_apply(true).await.unwrap_err();
+    assert!(matches!(err, ProviderError::NotSupported { .. }), "{err}");
+}
+
 #[tokio::test]
 async fn a_connected_agent_is_running_and_an_unknown_one_is_not() {
     let daemon = Daemon::start();

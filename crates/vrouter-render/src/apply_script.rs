@@ -94,6 +94,11 @@ pub enum Commit {
 /// take `y`.
 pub const COMMIT_CONFIRM_ANSWER: &str = "y";
 
+/// Whether the configure session holds changes, as vyatta-cfg's own
+/// `commit-confirm` asks (`cli-shell-api sessionChanged`; script-template
+/// names the program `/bin/cli-shell-api`).
+pub const SESSION_CHANGED: &str = "/bin/cli-shell-api sessionChanged";
+
 /// Renders the apply script for `config`, `commands` and `save`.
 ///
 /// `load` reads `config` through the heredoc exactly, except that a heredoc always
@@ -117,7 +122,10 @@ pub fn render_apply_script(config: &str, commands: &str, save: bool) -> Result<S
 /// ```
 /// use vrouter_render::{Commit, render_apply_script_as};
 /// let script = render_apply_script_as("", "set system host-name r1\n", Commit::Confirmed { minutes: 5 })?;
-/// assert!(script.ends_with("set system host-name r1\n\ncommit-confirm 5 <<<'y'\n"));
+/// assert!(script.ends_with(
+///     "set system host-name r1\n\nif /bin/cli-shell-api sessionChanged; then\n    \
+///      commit-confirm 5 <<<'y'\nelse\n    commit\nfi\n"
+/// ));
 /// # Ok::<(), vrouter_render::ScriptError>(())
 /// ```
 pub fn render_apply_script_as(config: &str, commands: &str, commit: Commit) -> Result<String, ScriptError> {
@@ -201,7 +209,13 @@ pub fn render_script_with(
             }
         }
         Commit::Confirmed { minutes } => {
-            script.push_str(&format!("\ncommit-confirm {minutes} <<<'{COMMIT_CONFIRM_ANSWER}'\n"));
+            // `commit-confirm` refuses a session without changes ("No
+            // configuration changes to commit", status 1: vyatta-cfg-run,
+            // lines 136-139), where `commit` succeeds; a re-apply of the
+            // config the router already runs must not fail for that.
+            script.push_str(&format!(
+                "\nif {SESSION_CHANGED}; then\n    commit-confirm {minutes} <<<'{COMMIT_CONFIRM_ANSWER}'\nelse\n    commit\nfi\n"
+            ));
         }
     }
     Ok(script)
@@ -295,10 +309,8 @@ mod tests {
         let confirmed = render_script_with("a\n", "set x\n", Commit::Confirmed { minutes: 7 }, &mut fixed(3)).unwrap();
         let plain = render_script_with("a\n", "set x\n", Commit::Plain { save: false }, &mut fixed(3)).unwrap();
         // Everything up to the commit is the plain script's.
-        assert_eq!(
-            confirmed.strip_suffix("commit-confirm 7 <<<'y'\n"),
-            plain.strip_suffix("commit\n")
-        );
+        let ending = "if /bin/cli-shell-api sessionChanged; then\n    commit-confirm 7 <<<'y'\nelse\n    commit\nfi\n";
+        assert_eq!(confirmed.strip_suffix(ending), plain.strip_suffix("commit\n"));
         assert!(!confirmed.contains("\nsave"), "{confirmed}");
     }
 

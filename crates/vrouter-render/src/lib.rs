@@ -14,8 +14,8 @@ pub mod testing;
 mod verify;
 
 pub use apply_script::{
-    COMMIT_CONFIRM_ANSWER, Commit, ScriptError, check_script_text, render_apply_script, render_apply_script_as,
-    render_confirm_script,
+    COMMIT_CONFIRM_ANSWER, Commit, SESSION_CHANGED, ScriptError, check_script_text, render_apply_script,
+    render_apply_script_as, render_confirm_script,
 };
 pub use compose::{RenderedConfig, render_templates};
 pub use config_boot::normalize_config_boot;

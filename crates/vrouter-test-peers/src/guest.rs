@@ -33,6 +33,33 @@ use vrouter_render::testing::{StubEvent, parse_stub_log};
 /// and keeps the running config in `$VROUTER_RUNNING`. `commit` first sleeps
 /// for the seconds written in `$VROUTER_COMMIT_DELAY_FILE`, when that file
 /// has any: a slow commit keeps an apply running for fault tests.
+///
+/// `commit-confirm` and `confirm` model VyOS's, with `commit-confirm action
+/// reload` (VyOS 1.5) as the revert:
+/// - `commit-confirm [minutes]` takes a first argument with a digit as the
+///   minutes, 10 without one, refuses a session without changes ("No
+///   configuration changes to commit", status 1) and then schedules the
+///   revert before it commits (vyatta-cfg `functions/interpreter/vyatta-cfg-run`,
+///   `vyatta_config_commit-confirm`, lines 134-162);
+/// - a revert already scheduled refuses another ("Another confirm is
+///   pending", status 1), and it asks "Proceed ?" on stdin, where end of input
+///   makes VyOS ask forever (vyos-1x `python/vyos/config_mgmt.py`,
+///   `commit_confirm`, lines 183-239 on `current`; `python/vyos/utils/io.py`,
+///   `ask_yes_no`, lines 57-76): the stub fails instead of hanging;
+/// - the revert is a timer of `minutes` minutes (`systemd-run
+///   --on-active={minutes}m --unit=commit-confirm`, config_mgmt.py line 219)
+///   that runs `revert_soft`: it loads revision 0, the config committed
+///   before the unconfirmed commit (which is not archived until confirmed),
+///   and commits it (lines 284-307). VyOS 1.3 and 1.4 revert by rebooting into
+///   the saved config.boot instead (vyatta-config-mgmt
+///   `scripts/vyatta-config-mgmt.pl` lines 383-420 with `at`; config_mgmt.py
+///   on `sagitta` lines 166-200 and `revert`, 230-240), which is why `save`
+///   must wait for the confirmation. A test's minute lasts the seconds in
+///   `$VROUTER_CONFIRM_MINUTE_FILE` (60 when empty), so the timer is short;
+/// - `confirm` stops the timer ("Reload timer stopped"), or says "No confirm
+///   pending" with status 0 (config_mgmt.py `confirm`, lines 241-271);
+/// - `configure` remembers the running config as the session's start, the
+///   revision `commit-confirm` would revert to.
 const ROUTER_STATE: &str = r#"
 set() {
     __vr_write CALL set "$#" "$@"
@@ -65,6 +92,43 @@ save() {
     __vr_write CALL save "$#" "$@"
     cp "$VROUTER_RUNNING" "$VROUTER_CONFIG_BOOT"
 }
+configure() {
+    __vr_write CALL configure "$#" "$@"
+    cp "$VROUTER_RUNNING" "$VROUTER_RUNNING.session-start" 2>/dev/null || :
+}
+commit-confirm() {
+    __vr_write CALL commit-confirm "$#" "$@"
+    local minutes=10 answer=''
+    case "${1-}" in *[0-9]*) minutes=$1 ;; esac
+    if cmp -s "$VROUTER_RUNNING" "$VROUTER_RUNNING.session-start"; then
+        echo "No configuration changes to commit"; return 1
+    fi
+    if [ -s "$VROUTER_RUNNING.confirm-timer" ]; then
+        echo "Another confirm is pending"; return 1
+    fi
+    if ! IFS= read -r answer; then
+        echo "commit-confirm: end of input at 'Proceed ?' (VyOS's ask_yes_no would ask forever)"; return 1
+    fi
+    case "$answer" in ''|y|ye|yes) ;; *) echo "commit-confirm canceled"; return 1 ;; esac
+    cp "$VROUTER_RUNNING.session-start" "$VROUTER_RUNNING.revision-0"
+    local minute
+    minute=$(cat "$VROUTER_CONFIRM_MINUTE_FILE" 2>/dev/null)
+    /bin/sh -c "sleep $((minutes * ${minute:-60})); \
+        if [ -s '$VROUTER_RUNNING.confirm-timer' ]; then \
+            cp '$VROUTER_RUNNING.revision-0' '$VROUTER_RUNNING'; : >'$VROUTER_RUNNING.confirm-timer'; \
+            printf '%s\\0' CALL revert_soft 0 >>'$VROUTER_STUB_LOG'; \
+        fi" </dev/null >/dev/null 2>&1 &
+    echo "$!" >"$VROUTER_RUNNING.confirm-timer"
+    commit
+    echo "Initialized commit-confirm; $minutes minutes to confirm before reload"
+}
+confirm() {
+    __vr_write CALL confirm "$#" "$@"
+    if [ ! -s "$VROUTER_RUNNING.confirm-timer" ]; then echo "No confirm pending"; return 0; fi
+    kill "$(cat "$VROUTER_RUNNING.confirm-timer")" 2>/dev/null
+    : >"$VROUTER_RUNNING.confirm-timer"
+    echo "Reload timer stopped"
+}
 "#;
 
 /// Where a router's stand-in files live: in a test's temporary directory
@@ -95,6 +159,8 @@ pub struct RouterFiles {
     pub os_release: String,
     /// Seconds `commit` sleeps, when the file is not empty.
     pub commit_delay: String,
+    /// Seconds a minute of `commit-confirm` lasts, when the file is not empty.
+    pub confirm_minute: String,
 }
 
 impl RouterFiles {
@@ -114,6 +180,7 @@ impl RouterFiles {
             substate: at("substate"),
             os_release: at("os-release"),
             commit_delay: at("commit-delay"),
+            confirm_minute: at("confirm-minute"),
         }
     }
 
@@ -133,6 +200,7 @@ impl RouterFiles {
             substate: "/run/vrouter-test/substate".into(),
             os_release: vrouter_qga::constants::OS_RELEASE_PATH.into(),
             commit_delay: "/run/vrouter-test/commit-delay".into(),
+            confirm_minute: "/run/vrouter-test/confirm-minute".into(),
         }
     }
 
@@ -140,7 +208,9 @@ impl RouterFiles {
     pub fn programs(&self) -> Vec<(String, u32, String)> {
         let stubs = format!("{}\n{ROUTER_STATE}", vrouter_render::testing::VYATTA_STUBS);
         let cli_shell_api = format!(
-            "#!/bin/bash\nif [ \"$*\" != 'showConfig --show-active-only' ]; then\n\
+            "#!/bin/bash\nif [ \"$*\" = sessionChanged ]; then\n\
+             ! cmp -s '{running}' '{running}.session-start'; exit; fi\n\
+             if [ \"$*\" != 'showConfig --show-active-only' ]; then\n\
              echo \"unexpected cli-shell-api call: $*\" >&2; exit 2; fi\n\
              printf '.' >> '{log}'\n\
              cat '{running}'\n",
@@ -158,11 +228,13 @@ impl RouterFiles {
         let vbash = format!(
             "#!/bin/bash\nexport VROUTER_STUB_LOG='{log}'\nexport VROUTER_RUNNING='{running}'\n\
              export VROUTER_CONFIG_BOOT='{boot}'\nexport VROUTER_COMMIT_DELAY_FILE='{delay}'\n\
+             export VROUTER_CONFIRM_MINUTE_FILE='{minute}'\n\
              export BASH_ENV='{stubs}'\nexec /bin/bash \"$@\"\n",
             log = self.stub_log,
             running = self.running,
             boot = self.config_boot,
             delay = self.commit_delay,
+            minute = self.confirm_minute,
             stubs = self.stubs
         );
         vec![

@@ -125,7 +125,13 @@ fn timed_out(status: &VRouterConfigStatus, clock: Clock) -> bool {
     elapsed_since(&status.exec_started_time, clock.now) > std_to_signed(clock.apply_timeout)
 }
 
-fn set_applied(status: &mut VRouterConfigStatus, ok: bool, why: &'static str, message: String, now: Timestamp) {
+pub(super) fn set_applied(
+    status: &mut VRouterConfigStatus,
+    ok: bool,
+    why: &'static str,
+    message: String,
+    now: Timestamp,
+) {
     let observed_generation = Some(status.observed_generation);
     conditions::set(
         &mut status.conditions,

@@ -3,6 +3,7 @@
 //! the I/O around it; `one_apply_per_router` keeps two configs from applying
 //! to one router at once.
 
+mod confirm;
 pub mod decide;
 pub mod one_apply_per_router;
 mod reconcile;

@@ -79,7 +79,8 @@ impl RouterLocks {
 }
 
 /// Another config on `router` whose stored status shows an apply in flight
-/// (a handle, started less than `apply_timeout` ago).
+/// (a handle, started less than `apply_timeout` ago) or a confirmed apply
+/// not yet confirmed or verified rolled back.
 pub fn in_flight_elsewhere<'a>(
     configs: impl IntoIterator<Item = &'a VRouterConfig>,
     router: &Router,
@@ -99,10 +100,17 @@ pub fn in_flight_elsewhere<'a>(
         })
         .find(|c| {
             c.status.as_ref().is_some_and(|s| {
-                s.exec_pid > 0
+                let running = s.exec_pid > 0
                     && s.exec_started_time
                         .as_ref()
-                        .is_none_or(|started| now.duration_since(started.0) < timeout)
+                        .is_none_or(|started| now.duration_since(started.0) < timeout);
+                // A confirmed apply holds its router until its rollback is
+                // verified, at most the apply timeout after it was due.
+                let confirming = s
+                    .confirmation
+                    .as_ref()
+                    .is_some_and(|c| now.duration_since(c.rollback_time.0) < timeout);
+                running || confirming
             })
         })
         .map(|c| c.name_any())
@@ -147,6 +155,24 @@ mod tests {
         for (other, want) in cases {
             let got = in_flight_elsewhere([&other], &me, "b", now, timeout);
             assert_eq!(got.as_deref(), want, "{:?}", other.status);
+        }
+    }
+
+    #[test]
+    fn a_confirmed_apply_holds_its_router_until_its_rollback_is_verified() {
+        let now = Timestamp::from_second(1_800_000_000 + 100).unwrap();
+        let timeout = Duration::from_secs(300);
+        // (rollback due at, found)
+        let cases = [(500, true), (100, true), (-150, true), (-200, false)];
+        for (due, want) in cases {
+            let mut other = config("net", "a", "r1", 0, None);
+            other.status.as_mut().unwrap().confirmation = Some(vrouter_api::ConfirmationStatus {
+                rollback_time: Time(Timestamp::from_second(1_800_000_000 + due).unwrap()),
+                previous_running_config_hash: "sha256:x".into(),
+                failure: String::new(),
+            });
+            let got = in_flight_elsewhere([&other], &router("r1"), "b", now, timeout);
+            assert_eq!(got.is_some(), want, "rollback due at {due}");
         }
     }
 

@@ -12,11 +12,13 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::FINALIZER;
 use vrouter_api::{
-    ControllerRef, NameRef, VRouterConfig, VRouterConfigStatus, VRouterStatus, VRouterStatusSpec, VRouterTarget,
+    ConfirmationStatus, ControllerRef, NameRef, VRouterConfig, VRouterConfigStatus, VRouterStatus, VRouterStatusSpec,
+    VRouterTarget,
 };
 use vrouter_providers::{ExecHandle, ExecStatus, Provider, ProviderError};
 
 use super::ConfigContext;
+use super::confirm::{self, Checked, Stage};
 use super::decide::{self, Clock, Next, Poll, Step};
 use super::one_apply_per_router::{Router, in_flight_elsewhere};
 use crate::context::Context;
@@ -155,6 +157,11 @@ impl<'a> Apply<'a> {
             Ok(provider) => provider,
             Err(e) => return self.cannot_reach(&e).await,
         };
+        if self.status.exec_pid == 0
+            && let Some(confirmation) = self.status.confirmation.clone()
+        {
+            return self.confirmation(&*provider, &confirmation).await;
+        }
         let last_reboot = target.status.as_ref().and_then(|s| s.last_reboot_time.clone());
         let generation = self.config.meta().generation.unwrap_or(0);
         // A config that would dispatch but whose router is busy waits without
@@ -212,7 +219,8 @@ impl<'a> Apply<'a> {
         let poll = to_poll(provider.get_exec_status(ExecHandle(self.status.exec_pid)).await);
         let step = decide::on_exec_polled(&self.status, self.clock, poll);
         record_apply_end(self.ctx, &self.status, &step, self.clock.now);
-        if step.status.exec_pid > 0 {
+        let step = confirm::after_script(step, self.clock);
+        if step.status.exec_pid > 0 || step.status.confirmation.is_some() {
             let _ = self
                 .ctx
                 .router_locks
@@ -263,7 +271,20 @@ impl<'a> Apply<'a> {
             ctx.router_locks.release(&self.router, &self.name);
             return self.wait_for_router(&other).await;
         }
-        tracing::info!(config = %self.name, ?reason, generation, "dispatching apply");
+        // A confirmed apply needs the running config it may roll back to,
+        // read before anything changes; a provider that cannot finish a
+        // confirmed apply refuses before it starts one.
+        let previous = match &config.spec.confirm {
+            None => None,
+            Some(confirm) => match self.previous_running_config(provider, confirm).await {
+                Ok(hash) => Some((confirm.clone(), hash)),
+                Err(refusal) => {
+                    ctx.router_locks.release(&self.router, &self.name);
+                    return self.refuse_confirm(generation, refusal, last_reboot).await;
+                }
+            },
+        };
+        tracing::info!(config = %self.name, ?reason, generation, confirmed = previous.is_some(), "dispatching apply");
         // Applied=False for the new generation goes out before the script runs.
         let before = summarised(
             decide::before_dispatch(status, generation, clock),
@@ -278,11 +299,28 @@ impl<'a> Apply<'a> {
                 return Err(e.into());
             }
         };
-        let step = match provider
-            .exec_script(&config.spec.config, &config.spec.commands, config.spec.save)
-            .await
-        {
-            Ok(handle) => decide::after_dispatch(&before, generation, clock, handle.get(), last_reboot),
+        let started = match &previous {
+            None => {
+                provider
+                    .exec_script(&config.spec.config, &config.spec.commands, config.spec.save)
+                    .await
+            }
+            Some((confirm, _)) => {
+                // Validated: a whole number of minutes in range.
+                let minutes = confirm.minutes().unwrap_or(1);
+                provider
+                    .exec_confirmed_script(&config.spec.config, &config.spec.commands, minutes)
+                    .await
+            }
+        };
+        let step = match started {
+            Ok(handle) => {
+                let mut step = decide::after_dispatch(&before, generation, clock, handle.get(), last_reboot);
+                if let Some((confirm, hash)) = previous {
+                    step.status = confirm::begin(step.status, clock.now, confirm.timeout.to_std(), hash);
+                }
+                step
+            }
             Err(e) => {
                 let permanent = matches!(
                     e,
@@ -292,6 +330,125 @@ impl<'a> Apply<'a> {
             }
         };
         finish(ctx, &fresh, &before, step).await
+    }
+
+    /// The hash of the running config before a confirmed apply, or why the
+    /// apply cannot start.
+    async fn previous_running_config(
+        &self,
+        provider: &dyn Provider,
+        confirm: &vrouter_api::ConfirmSpec,
+    ) -> Result<String, ConfirmRefusal> {
+        provider
+            .confirm_supported()
+            .map_err(|e| ConfirmRefusal::Permanent(e.to_string()))?;
+        if confirm.minutes().is_none() {
+            return Err(ConfirmRefusal::Permanent(format!(
+                "spec.confirm.timeout {} is not a whole number of minutes from 1m to 24h",
+                confirm.timeout
+            )));
+        }
+        let running = provider
+            .read_running_config()
+            .await
+            .map_err(|e| ConfirmRefusal::Transient(format!("reading the running config to roll back to: {e}")))?;
+        Ok(confirm::config_hash(&running))
+    }
+
+    /// A confirmed apply that cannot start: the generation fails with the
+    /// reason (permanent) or the dispatch is retried (transient).
+    async fn refuse_confirm(
+        &self,
+        generation: i64,
+        refusal: ConfirmRefusal,
+        last_reboot: Option<&Time>,
+    ) -> Result<Action, Error> {
+        let (why, permanent) = match refusal {
+            ConfirmRefusal::Permanent(why) => (why, true),
+            ConfirmRefusal::Transient(why) => (why, false),
+        };
+        let before = decide::before_dispatch(&self.status, generation, self.clock);
+        let step = decide::on_dispatch_failed(&before, generation, self.clock, &why, permanent, last_reboot);
+        self.finish(step).await
+    }
+
+    /// One look at a confirmed apply between its commit and its end.
+    async fn confirmation(&self, provider: &dyn Provider, confirmation: &ConfirmationStatus) -> Result<Action, Error> {
+        // The router stays this config's until the confirmation ends: another
+        // config's apply would commit into the pending rollback.
+        let rollback_in =
+            Duration::try_from(confirmation.rollback_time.0.duration_since(self.clock.now)).unwrap_or(Duration::ZERO);
+        let until = Instant::now() + rollback_in + self.ctx.settings.apply_timeout;
+        let _ = self
+            .ctx
+            .router_locks
+            .try_hold(&self.router, &self.name, until, Instant::now());
+        let step = match confirm::stage(confirmation, self.clock.now) {
+            Stage::AwaitRollback(left) => return Ok(Action::requeue(left)),
+            Stage::Check => {
+                let checked = self.check_and_confirm(provider, confirmation).await;
+                if let Checked::Failed(why) = &checked {
+                    tracing::warn!(config = %self.name, %why, "not confirming; the router will roll back");
+                }
+                confirm::on_checked(&self.status, self.now(), checked)
+            }
+            Stage::Verify => {
+                let read = provider
+                    .read_running_config()
+                    .await
+                    .map(|running| confirm::config_hash(&running))
+                    .map_err(|e| e.to_string());
+                confirm::on_rollback_read(&self.status, self.now(), read)
+            }
+        };
+        self.finish(step).await
+    }
+
+    /// The checks from outside, then `confirm` and `save`: the agent answers
+    /// and the router is ready, the user's check exits 0, and there is still
+    /// time before the rollback.
+    async fn check_and_confirm(&self, provider: &dyn Provider, confirmation: &ConfirmationStatus) -> Checked {
+        if let Err(e) = provider.check_ready().await {
+            return Checked::Failed(format!("the router did not answer after the commit: {e}"));
+        }
+        if let Some(check) = self.config.spec.confirm.as_ref().and_then(|c| c.check.as_ref()) {
+            let command = check.command.join(" ");
+            match provider.run_check(&check.command, check.timeout.to_std()).await {
+                Ok(outcome) if outcome.exit_code == 0 && outcome.error.is_none() => {}
+                Ok(outcome) => {
+                    // Only stderr: a check's stdout may print the config.
+                    let detail = match (&outcome.error, outcome.stderr.trim()) {
+                        (Some(error), _) => format!(": {error}"),
+                        (None, "") => String::new(),
+                        (None, _) => format!(": {}", vrouter_providers::excerpt("", &outcome.stderr)),
+                    };
+                    return Checked::Failed(format!(
+                        "check `{command}` exited with code {}{detail}",
+                        outcome.exit_code
+                    ));
+                }
+                Err(e) => return Checked::Failed(format!("check `{command}` did not complete: {e}")),
+            }
+        }
+        if !confirm::may_confirm(confirmation, Timestamp::now()) {
+            return Checked::Failed(format!(
+                "the checks ended less than {:?} before the rollback time, too late to confirm safely",
+                confirm::CONFIRM_MARGIN
+            ));
+        }
+        match provider.confirm_apply(self.config.spec.save).await {
+            Ok(()) => Checked::Confirmed,
+            Err(e) => Checked::Failed(format!("confirm failed: {e}")),
+        }
+    }
+
+    /// The clock at this moment: checks take time, and the verdict is
+    /// stamped when it is reached.
+    fn now(&self) -> Clock {
+        Clock {
+            now: Timestamp::now(),
+            ..self.clock
+        }
     }
 
     /// Until when a hold taken now lasts: an apply cannot run longer.
@@ -320,6 +477,14 @@ impl<'a> Apply<'a> {
     async fn finish(&self, step: Step) -> Result<Action, Error> {
         finish(self.ctx, self.config, &self.status, step).await
     }
+}
+
+/// Why a confirmed apply cannot start.
+enum ConfirmRefusal {
+    /// The provider cannot carry it, or the spec cannot be given to the router.
+    Permanent(String),
+    /// The running config could not be read; tried again.
+    Transient(String),
 }
 
 /// How soon a config waiting for another config's apply on its router looks
@@ -432,7 +597,7 @@ async fn finish(
     mut step: Step,
 ) -> Result<Action, Error> {
     step.status = summarised(step.status, config, None, Timestamp::now());
-    if step.status.exec_pid == 0 {
+    if step.status.exec_pid == 0 && step.status.confirmation.is_none() {
         // No apply of this config runs (any more): its router is free.
         ctx.router_locks.release(&router_of(config), &config.name_any());
     }

@@ -234,12 +234,7 @@ impl Provider for DaemonProvider {
     /// init config (vrouter-daemon `internal/agent/agent.go`,
     /// `shouldApplyInitConfig`/`applyInitConfig`), not the config the router
     /// had before this apply, and nothing tells the server it happened.
-    async fn exec_confirmed_script(
-        &self,
-        _config: &str,
-        _commands: &str,
-        _minutes: u32,
-    ) -> Result<ExecHandle, ProviderError> {
+    fn confirm_supported(&self) -> Result<(), ProviderError> {
         Err(ProviderError::NotSupported {
             provider: "vrouter-daemon",
             what: "confirmed applies (spec.confirm): its agent always saves and has no confirm step, and its \

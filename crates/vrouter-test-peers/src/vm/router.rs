@@ -40,7 +40,8 @@ pub fn router_overlay(os_id: &str) -> Archive {
 fn boot_hook(files: &RouterFiles) -> String {
     format!(
         "#!/bin/sh\nmkdir -p \"$(dirname '{log}')\" \"$(dirname '{substate}')\"\n\
-         : >'{log}'\n: >'{delay}'\necho exited >'{substate}'\ncp '{boot}' '{running}'\n",
+         : >'{log}'\n: >'{delay}'\n: >'{minute}'\necho exited >'{substate}'\ncp '{boot}' '{running}'\n: >'{running}.confirm-timer'\n",
+        minute = files.confirm_minute,
         log = files.stub_log,
         substate = files.substate,
         delay = files.commit_delay,
@@ -91,8 +92,9 @@ impl<T: Transport> RouterView<T> {
     pub async fn reset(&self) -> Result<(), QgaError> {
         let f = &self.files;
         self.sh(&format!(
-            ": >'{log}'; : >'{delay}'; : >'{cli}'; : >'{sys}'; echo exited >'{substate}'; \
-             cp '{default}' '{boot}'; cp '{default}' '{running}'",
+            ": >'{log}'; : >'{delay}'; : >'{minute}'; : >'{running}.confirm-timer'; : >'{cli}'; : >'{sys}'; \
+             echo exited >'{substate}'; cp '{default}' '{boot}'; cp '{default}' '{running}'",
+            minute = f.confirm_minute,
             log = f.stub_log,
             delay = f.commit_delay,
             cli = f.cli_shell_api_log,
@@ -156,6 +158,24 @@ impl<T: Transport> RouterView<T> {
         self.agent
             .write_file(&self.files.commit_delay, content.as_bytes())
             .await
+    }
+
+    /// Makes a minute of `commit-confirm`'s timer last `seconds` (0: a real minute).
+    pub async fn set_confirm_minute(&self, seconds: u32) -> Result<(), QgaError> {
+        let content = if seconds == 0 {
+            String::new()
+        } else {
+            format!("{seconds}\n")
+        };
+        self.agent
+            .write_file(&self.files.confirm_minute, content.as_bytes())
+            .await
+    }
+
+    /// Whether a `commit-confirm` revert is scheduled and not yet confirmed.
+    pub async fn confirm_pending(&self) -> Result<bool, QgaError> {
+        let timer = format!("{}.confirm-timer", self.files.running);
+        Ok(!self.agent.read_file(&timer).await?.is_empty())
     }
 
     pub async fn set_substate(&self, substate: &str) -> Result<(), QgaError> {
