@@ -293,3 +293,40 @@ fn a_config_not_in_the_cluster_is_shown_whole() {
     );
     assert!(text.contains("--- net/new commands (not in the cluster)"), "{text}");
 }
+
+#[test]
+fn the_router_side_ignores_layout_skips_commands_only_configs_and_masks_secrets() {
+    let desired = |config: &str| -> vrouter_api::VRouterConfig {
+        serde_json::from_value(json!({
+            "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterConfig",
+            "metadata": {"name": "b.r1", "namespace": "net"},
+            "spec": {"targetRef": {"name": "r1"}, "config": config, "commands": "set system host-name r1\n"}}))
+        .unwrap()
+    };
+    let router = |text: &str| vrouter_operator::diff::RouterConfig {
+        text: text.to_owned(),
+        source: "router".to_owned(),
+    };
+    let rendered = "system {\n    login {\n        user vyos {\n            authentication {\n                plaintext-password s3cret\n            }\n        }\n    }\n}\n";
+    // The same tree as VyOS saves it: other layout, a comment, quotes.
+    let saved = "system {\n  login {\n    user \"vyos\" {\n      authentication {\n        plaintext-password \"s3cret\"\n      }\n    }\n  }\n}\n/* vyos-config-version */\n";
+    let diff_router = vrouter_operator::diff::diff_router_config;
+    assert_eq!(diff_router(&desired(rendered), &router(saved)), None);
+    // Commands only: `load` resets the router to a default only it knows.
+    assert_eq!(diff_router(&desired(""), &router(saved)), None);
+    let changed = saved.replace("s3cret", "0ther");
+    let text = diff_router(&desired(rendered), &router(&changed)).expect("a changed password differs");
+    assert_eq!(
+        changed_lines(&text),
+        [
+            "-                plaintext-password <masked#1>",
+            "+                plaintext-password <masked#2>"
+        ],
+        "{text}"
+    );
+    assert!(!text.contains("s3cret") && !text.contains("0ther"), "{text}");
+    assert!(
+        text.starts_with("--- net/b.r1 config.boot (router)\n+++ net/b.r1 config.boot (rendered)\n"),
+        "{text}"
+    );
+}
