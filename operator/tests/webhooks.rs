@@ -336,6 +336,36 @@ async fn binding_rollout_fields_are_checked_for_the_selected_mode_only() {
 }
 
 #[tokio::test]
+async fn confirm_is_checked_on_configs_and_bindings_naming_the_field() {
+    let ns = setup("wh-confirm").await;
+    create::<VRouterTemplate>(&ns, template("tpl")).await.unwrap();
+    create::<VRouterTarget>(&ns, target("t")).await.unwrap();
+    let bad = json!({"timeout": "90s", "check": {"command": [], "timeout": "2m"}});
+    let expected = [
+        "spec.confirm.timeout: must be a whole number of minutes from 1m to 1440m (VyOS's commit-confirm counts minutes), got 1m30s",
+        "spec.confirm.check.command: must name a program to run in the guest",
+        "spec.confirm.check.timeout: must be shorter than spec.confirm.timeout (1m30s)",
+    ];
+    let message = denied::<VRouterConfig>(
+        &ns,
+        json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "t"}, "confirm": bad}}),
+    )
+    .await;
+    assert_mentions(&message, &expected);
+    let binding = |confirm: Value| json!({"metadata": {"name": "b"}, "spec": {"templateRefs": [{"name": "tpl"}], "targetRefs": [{"name": "t"}], "confirm": confirm}});
+    let message = denied::<VRouterBinding>(&ns, binding(bad.clone())).await;
+    assert_mentions(&message, &expected);
+    let good = json!({"timeout": "5m", "check": {"command": ["/bin/ping", "-c", "1", "upstream"]}});
+    create::<VRouterBinding>(&ns, binding(good.clone())).await.unwrap();
+    create::<VRouterConfig>(
+        &ns,
+        json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "t"}, "confirm": good}}),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
 async fn proxmox_cluster_endpoints_interval_and_credentials() {
     let ns = setup("wh-pxc").await;
     let message = denied::<vrouter_api::ProxmoxCluster>(
