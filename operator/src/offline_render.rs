@@ -307,9 +307,12 @@ pub fn to_yaml(configs: &[VRouterConfig], script: bool) -> Result<String, String
         out.push_str("---\n");
         out.push_str(&serde_yaml::to_string(config).map_err(|e| e.to_string())?);
         if script {
-            let text =
-                vrouter_render::render_apply_script(&config.spec.config, &config.spec.commands, config.spec.save)
-                    .map_err(|e| format!("apply script for {:?}: {e}", config.metadata.name))?;
+            let text = vrouter_render::render_apply_script_as(
+                &config.spec.config,
+                &config.spec.commands,
+                config.spec.commit(),
+            )
+            .map_err(|e| format!("apply script for {:?}: {e}", config.metadata.name))?;
             out.push_str(&format!(
                 "# apply script for {}:\n",
                 config.metadata.name.as_deref().unwrap_or("")

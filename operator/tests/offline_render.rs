@@ -233,6 +233,33 @@ fn scripts_are_printed_byte_for_byte_carriage_returns_included() {
     assert_eq!(without_delimiter(&printed), without_delimiter(expected.as_bytes()));
 }
 
+/// A confirmed config prints the script that runs: `commit-confirm`, no `save`.
+#[test]
+fn a_confirmed_config_prints_its_commit_confirm_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = HAND_WRITTEN.replace("  save: false\n", "  confirm: {timeout: 3m}\n");
+    let file = write(&dir, "confirm.yaml", &manifest);
+    let output = binary().args(["render", "--script"]).arg(&file).output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let printed = String::from_utf8(printed_script(&output.stdout, "by-hand")).unwrap();
+    let expected = vrouter_render::render_apply_script_as(
+        "",
+        "set system host-name by-hand\n",
+        vrouter_render::Commit::Confirmed { minutes: 3 },
+    )
+    .unwrap();
+    assert_eq!(printed, expected);
+    assert!(
+        printed.contains("commit-confirm 3 <<<'y'\n") && !printed.contains("save"),
+        "{printed}"
+    );
+}
+
 const HAND_WRITTEN: &str = r#"
 apiVersion: vrouter.kojuro.date/v1
 kind: VRouterTarget

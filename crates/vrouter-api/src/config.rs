@@ -97,6 +97,20 @@ fn default_check_timeout() -> Duration {
 /// The shortest and longest `spec.confirm.timeout`.
 pub const CONFIRM_TIMEOUT_RANGE: std::ops::RangeInclusive<i64> = 1..=24 * 60;
 
+impl VRouterConfigSpec {
+    /// How the apply script ends: `commit-confirm` without `save` for a
+    /// confirmed apply (an invalid timeout, which admission refuses, counts
+    /// as one minute), else `commit` and `save` as `save` says.
+    pub fn commit(&self) -> vrouter_render::Commit {
+        match &self.confirm {
+            Some(confirm) => vrouter_render::Commit::Confirmed {
+                minutes: confirm.minutes().unwrap_or(1),
+            },
+            None => vrouter_render::Commit::Plain { save: self.save },
+        }
+    }
+}
+
 impl ConfirmSpec {
     /// The timeout in whole minutes, as `commit-confirm` takes it; `None`
     /// when it is not a whole number of minutes in [`CONFIRM_TIMEOUT_RANGE`].
