@@ -8,6 +8,7 @@
 use std::future::Future;
 
 use futures::StreamExt;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -18,15 +19,23 @@ use super::reconcile::ensure_status_object;
 use crate::context::Context;
 use crate::reconciler::Scope;
 
-/// The configs that are Applied, not being deleted, and have no VRouterStatus
-/// of their name (the name the operator creates it with) in `has_status`.
+/// The configs that are Applied since before `applied_before`, not being
+/// deleted, and have no VRouterStatus of their name (the name the operator
+/// creates it with) in `has_status`. A config applied since is left to the
+/// create its own step to Applied makes: the sweep's store may not hold
+/// that VRouterStatus yet, and a second create would only meet it.
 pub fn missing<'a>(
     configs: impl IntoIterator<Item = &'a VRouterConfig>,
     has_status: impl Fn(&ObjectRef<VRouterStatus>) -> bool,
+    applied_before: Timestamp,
 ) -> Vec<&'a VRouterConfig> {
     configs
         .into_iter()
         .filter(|c| c.status.as_ref().is_some_and(|s| s.phase == Phase::Applied))
+        .filter(|c| {
+            let applied = c.status.as_ref().and_then(|s| s.last_applied_time.as_ref());
+            applied.is_none_or(|t| t.0 < applied_before)
+        })
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter(|c| {
             let status = ObjectRef::new(&c.name_any()).within(&c.namespace().unwrap_or_default());
@@ -55,7 +64,10 @@ pub async fn run(ctx: &Context, configs: Store<VRouterConfig>, scope: &Scope, sh
         loop {
             tick.tick().await;
             let state = configs.state();
-            for config in missing(state.iter().map(|c| &**c), |s| statuses.get(s).is_some()) {
+            let since = SignedDuration::try_from(ctx.settings.status_sweep).unwrap_or(SignedDuration::MAX);
+            let applied_before = Timestamp::now().checked_sub(since).unwrap_or(Timestamp::MIN);
+            let has_status = |s: &ObjectRef<VRouterStatus>| statuses.get(s).is_some();
+            for config in missing(state.iter().map(|c| &**c), has_status, applied_before) {
                 let router = Router {
                     namespace: config.namespace().unwrap_or_default(),
                     target: config.spec.target_ref.name.clone(),
@@ -80,9 +92,14 @@ pub async fn run(ctx: &Context, configs: Store<VRouterConfig>, scope: &Scope, sh
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use vrouter_api::VRouterConfigStatus;
 
     fn config(name: &str, phase: Option<Phase>, deleting: bool) -> VRouterConfig {
+        applied_at(name, phase, deleting, None)
+    }
+
+    fn applied_at(name: &str, phase: Option<Phase>, deleting: bool, at: Option<i64>) -> VRouterConfig {
         let mut c: VRouterConfig = serde_json::from_value(serde_json::json!({
             "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterConfig",
             "metadata": {"name": name, "namespace": "net"},
@@ -91,12 +108,11 @@ mod tests {
         .unwrap();
         c.status = phase.map(|phase| VRouterConfigStatus {
             phase,
+            last_applied_time: at.map(|s| Time(Timestamp::from_second(s).unwrap())),
             ..Default::default()
         });
         if deleting {
-            c.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-            ));
+            c.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
         }
         c
     }
@@ -111,12 +127,15 @@ mod tests {
             config("applying", Some(Phase::Applying), false),
             config("new", None, false),
             config("being-deleted", Some(Phase::Applied), true),
+            applied_at("applied-long-ago", Some(Phase::Applied), false, Some(1_000)),
+            applied_at("applied-just-now", Some(Phase::Applied), false, Some(2_000)),
         ];
         let existing = ObjectRef::<VRouterStatus>::new("has-one").within("net");
-        let names: Vec<String> = missing(&configs, |s| *s == existing)
+        let before = Timestamp::from_second(2_000).unwrap();
+        let names: Vec<String> = missing(&configs, |s| *s == existing, before)
             .iter()
             .map(|c| c.name_any())
             .collect();
-        assert_eq!(names, ["applied-by-go"]);
+        assert_eq!(names, ["applied-by-go", "applied-long-ago"]);
     }
 }
