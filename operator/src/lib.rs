@@ -16,9 +16,11 @@ pub mod leader;
 pub mod metrics;
 pub mod metrics_auth;
 pub mod offline_render;
+pub mod own_writes;
 pub mod proxmoxcluster;
 pub mod reconciler;
 pub mod status_writes;
+pub mod stores;
 pub mod telemetry;
 #[cfg(test)]
 mod test_clock;

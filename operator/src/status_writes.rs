@@ -34,22 +34,22 @@ impl<K> StatusObject for K where
 /// Writes `status` when it differs from `current`. The write carries the
 /// object's resourceVersion, so a status changed meanwhile by someone else
 /// (drift detection resetting a phase) is a conflict to retry, not a
-/// silently lost update. Returns whether a write was made.
+/// silently lost update. Returns the object as written, when a write was
+/// made.
 pub async fn patch_status<K, S>(
     client: &kube::Client,
     object: &K,
     current: Option<&S>,
     status: &S,
-) -> Result<bool, kube::Error>
+) -> Result<Option<K>, kube::Error>
 where
     K: StatusObject,
     S: Serialize + PartialEq,
 {
     if current == Some(status) {
-        return Ok(false);
+        return Ok(None);
     }
-    write_status(client, object, current, status).await?;
-    Ok(true)
+    write_status(client, object, current, status).await.map(Some)
 }
 
 /// Like [`patch_status`], for a status that records something only this
@@ -64,7 +64,7 @@ pub async fn patch_status_keeping_result<K, S>(
     object: &K,
     current: &S,
     status: &S,
-) -> Result<bool, kube::Error>
+) -> Result<Option<K>, kube::Error>
 where
     K: StatusObject + Serialize,
     S: Serialize + DeserializeOwned + PartialEq + Default,
@@ -90,8 +90,7 @@ where
     if stored != current_as_stored {
         return Err(kube::Error::Api(conflict));
     }
-    write_status(client, &fresh, Some(current), status).await?;
-    Ok(true)
+    write_status(client, &fresh, Some(current), status).await.map(Some)
 }
 
 /// Writes `status` even when it equals `current`, so that the write's

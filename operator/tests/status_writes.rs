@@ -45,7 +45,10 @@ async fn a_result_survives_a_label_written_meanwhile_but_not_a_status_written_me
     let plain = status_writes::patch_status(&client, &seen, Some(&current), &result).await;
     assert!(is_conflict(&plain), "the stale read is a conflict: {plain:?}");
     let written = status_writes::patch_status_keeping_result(&client, &seen, &current, &result).await;
-    assert!(written.unwrap(), "the result is written over the new resourceVersion");
+    assert!(
+        written.unwrap().is_some(),
+        "the result is written over the new resourceVersion"
+    );
     let stored = api.get("c").await.unwrap();
     assert_eq!(
         stored.status.as_ref().map(|s| (s.phase, s.message.as_str())),
@@ -111,7 +114,10 @@ async fn a_new_exec_handle_survives_a_label_written_while_the_apply_starts() {
     .unwrap();
     let dispatched = decide::after_dispatch(&before, generation, clock, 4242, None).status;
     let written = status_writes::patch_status_keeping_result(&client, &fresh, &before, &dispatched).await;
-    assert!(written.unwrap(), "the handle is written over the new resourceVersion");
+    assert!(
+        written.unwrap().is_some(),
+        "the handle is written over the new resourceVersion"
+    );
     let stored = api.get("d").await.unwrap();
     assert_eq!(
         stored.status.map(|s| (s.phase, s.exec_pid)),

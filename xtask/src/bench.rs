@@ -360,7 +360,7 @@ impl Doc<'_> {
             num(s, "agents"),
         );
         let _ = writeln!(out, "| figure | value | budget |\n| --- | --- | --- |");
-        for (figure, value, budget) in scale_rows(s) {
+        for (figure, value, budget) in scale_rows(s).into_iter().chain(quiet_rows(s)) {
             let _ = writeln!(out, "| {figure} | {value} | {budget} |");
         }
         if !self.scale_ok {
@@ -372,6 +372,7 @@ impl Doc<'_> {
         for (title, key) in [
             ("API requests from binding creation until quiet", "requests_by_series"),
             ("API requests while idle", "idle_requests_by_series"),
+            ("409 Conflicts from binding creation until quiet", "conflicts_by_series"),
         ] {
             let _ = writeln!(
                 out,
@@ -482,6 +483,32 @@ fn scale_rows(s: &Value) -> Vec<(String, String, String)> {
                 num(s, "idle_heartbeat_bound"),
                 met(num(s, "idle_heartbeat_writes") <= num(s, "idle_heartbeat_bound"))
             ),
+        ),
+    ]
+}
+
+/// The scale run's reads of watched kinds and its conflicts (issue 25):
+/// the reconcilers read what they watch from their watch stores, and no
+/// two of the operator's writes of a VRouterStatus conflict.
+fn quiet_rows(s: &Value) -> Vec<(String, String, String)> {
+    vec![
+        (
+            "GETs of watched kinds (binding → quiet / idle)".to_owned(),
+            format!("{} / {}", num(s, "watched_gets"), num(s, "idle_watched_gets")),
+            format!(
+                "0 / 0 ({})",
+                met(num(s, "watched_gets") == 0.0 && num(s, "idle_watched_gets") == 0.0)
+            ),
+        ),
+        (
+            "409 Conflicts on VRouterStatuses, binding → quiet".to_owned(),
+            format!("{}", num(s, "vrouterstatus_conflicts")),
+            format!("0 ({})", met(num(s, "vrouterstatus_conflicts") == 0.0)),
+        ),
+        (
+            "409 Conflicts of all kinds, binding → quiet".to_owned(),
+            format!("{}", num(s, "conflicts_total")),
+            String::new(),
         ),
     ]
 }

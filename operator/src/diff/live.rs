@@ -64,7 +64,7 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Vec<Ta
         binding: format!("{namespace}/{name}"),
         why,
     };
-    let referenced = match resolve::references(client, &binding).await {
+    let referenced = match resolve::references(client, &resolve::Referents::unwatched(), &binding).await {
         Ok(referenced) => referenced,
         Err(ResolveError::Kube(e)) => return Err(e.into()),
         Err(other) => return Err(unrenderable(other.to_string())),

@@ -8,64 +8,110 @@ mod reconcile;
 pub mod resolve;
 mod writes;
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
 
 use crate::context::Context;
 use crate::reconciler::{self, Scope, Shutdown};
+use resolve::Referents;
 
 pub use reconcile::CONTROLLER;
 
+/// What the binding reconciler reads besides the binding: the shared
+/// [`Context`], and the templates, params and targets as the watches that
+/// wake it have them.
+pub struct BindingContext {
+    shared: Arc<Context>,
+    referents: Referents,
+}
+
+impl Deref for BindingContext {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        &self.shared
+    }
+}
+
+impl AsRef<Context> for BindingContext {
+    fn as_ref(&self) -> &Context {
+        &self.shared
+    }
+}
+
 /// Runs the VRouterBinding controller until `shutdown`. Templates, params
-/// and targets wake the bindings that reference them; an owned config
-/// wakes its binding, so WaitForApplied sees an apply finish at once
-/// instead of at the next poll.
+/// and targets wake the bindings that reference them, and are read from
+/// those same watches; an owned config wakes its binding, so
+/// WaitForApplied sees an apply finish at once instead of at the next poll.
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let wc = watcher::Config::default();
     let controller = Controller::new(scope.api::<VRouterBinding>(), wc.clone())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.bindings));
     let bindings = controller.store();
     let (by_template, by_params, by_target) = (bindings.clone(), bindings.clone(), bindings);
+    let (templates, template_events) = reflected::<VRouterTemplate>(scope, &wc);
+    let (params, params_events) = reflected::<VRouterParams>(scope, &wc);
+    let (targets, target_events) = reflected::<VRouterTarget>(scope, &wc);
     let controller = controller
-        .owns(scope.api::<VRouterConfig>(), wc.clone())
-        .watches(scope.api::<VRouterTemplate>(), wc.clone(), move |t| {
-            referencing(
-                &by_template,
-                ReferencedKind::Template,
-                &t.namespace().unwrap_or_default(),
-                &t.name_any(),
-            )
+        .owns(scope.api::<VRouterConfig>(), wc)
+        .watches_stream(template_events, move |t| {
+            referencing(&by_template, ReferencedKind::Template, &t)
         })
-        .watches(scope.api::<VRouterParams>(), wc.clone(), move |p| {
-            referencing(
-                &by_params,
-                ReferencedKind::Params,
-                &p.namespace().unwrap_or_default(),
-                &p.name_any(),
-            )
+        .watches_stream(params_events, move |p| {
+            referencing(&by_params, ReferencedKind::Params, &p)
         })
-        .watches(scope.api::<VRouterTarget>(), wc, move |t| {
-            referencing(
-                &by_target,
-                ReferencedKind::Target,
-                &t.namespace().unwrap_or_default(),
-                &t.name_any(),
-            )
+        .watches_stream(target_events, move |t| {
+            referencing(&by_target, ReferencedKind::Target, &t)
         });
+    let ctx = Arc::new(BindingContext {
+        shared: ctx,
+        referents: Referents {
+            templates,
+            params,
+            targets,
+        },
+    });
     reconciler::run::<reconcile::BindingReconciler>(controller, ctx, shutdown).await;
 }
 
-/// The bindings in `namespace` that reference the `kind` object `name`.
+/// A store of every `K` in the scope, and the watch events that fill it.
+fn reflected<K>(
+    scope: &Scope,
+    wc: &watcher::Config,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let events = watcher(scope.api::<K>(), wc.clone())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    (store, events)
+}
+
+/// The bindings in `referent`'s namespace that reference it as a `kind`.
 fn referencing(
     bindings: &Store<VRouterBinding>,
     kind: ReferencedKind,
-    namespace: &str,
-    name: &str,
+    referent: &impl kube::Resource,
 ) -> Vec<ObjectRef<VRouterBinding>> {
+    let namespace = referent.meta().namespace.as_deref().unwrap_or_default();
+    let name = referent.meta().name.as_deref().unwrap_or_default();
     bindings
         .state()
         .into_iter()

@@ -18,9 +18,9 @@ use vrouter_api::constants::{FINALIZER, LABEL_BINDING, condition, reason};
 use vrouter_api::{RolloutStatus, VRouterBinding, VRouterBindingStatus, VRouterConfig, VRouterConfigSpec};
 use vrouter_rollout::{ConditionStatus, Decision, Frontier, Rollout, Target};
 
-use super::decide;
 use super::resolve::{self, ResolveError};
 use super::writes::{write_all, write_config};
+use super::{BindingContext, decide};
 use crate::conditions::{self, Wanted};
 use crate::context::Context;
 use crate::metrics::StateLabels;
@@ -59,11 +59,11 @@ pub struct BindingReconciler;
 
 impl Reconciler for BindingReconciler {
     type Object = VRouterBinding;
-    type Context = Context;
+    type Context = BindingContext;
     type Error = Error;
     const NAME: &'static str = CONTROLLER;
 
-    async fn reconcile(binding: Arc<VRouterBinding>, ctx: Arc<Context>) -> Result<Action, Error> {
+    async fn reconcile(binding: Arc<VRouterBinding>, ctx: Arc<BindingContext>) -> Result<Action, Error> {
         let result = reconcile(&binding, &ctx).await;
         if let Err(error) = &result {
             report_error(&binding, &ctx, error).await;
@@ -71,7 +71,7 @@ impl Reconciler for BindingReconciler {
         result
     }
 
-    fn retry_after(_error: &Error, _ctx: &Context) -> Duration {
+    fn retry_after(_error: &Error, _ctx: &BindingContext) -> Duration {
         Duration::from_secs(5)
     }
 }
@@ -132,9 +132,9 @@ fn not_ready(binding: &VRouterBinding, message: String) -> Wanted<'static> {
 /// every task sharing the worker, the Lease renewal and the webhook included.
 /// At most one render per core runs at once, so that renders cannot take
 /// every core from the async workers either.
-async fn render(ctx: &Context, binding: &VRouterBinding) -> Result<Vec<VRouterConfig>, RenderError> {
+async fn render(ctx: &BindingContext, binding: &VRouterBinding) -> Result<Vec<VRouterConfig>, RenderError> {
     static RENDER_SLOTS: OnceLock<Semaphore> = OnceLock::new();
-    let referenced = resolve::references(&ctx.client, binding).await?;
+    let referenced = resolve::references(&ctx.client, &ctx.referents, binding).await?;
     let slots = RENDER_SLOTS
         .get_or_init(|| Semaphore::new(std::thread::available_parallelism().map_or(1, std::num::NonZero::get)));
     let _slot = slots.acquire().await.expect("the semaphore is never closed");
@@ -173,10 +173,12 @@ async fn set_status(
     if rollout.is_some() {
         next.rollout = rollout;
     }
-    Ok(status_writes::patch_status(&ctx.client, binding, Some(&current), &next).await?)
+    Ok(status_writes::patch_status(&ctx.client, binding, Some(&current), &next)
+        .await?
+        .is_some())
 }
 
-async fn reconcile(binding: &VRouterBinding, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Action, Error> {
     if binding.meta().deletion_timestamp.is_some() {
         // Generated configs are owned by the binding; garbage collection
         // removes them. Nothing on the routers changes.

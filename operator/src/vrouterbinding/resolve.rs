@@ -1,12 +1,36 @@
-//! Reading what a binding references from the API server, in the order
-//! `vrouter_api::compose::render_configs` takes it.
+//! Reading what a binding references from the binding controller's
+//! watches, in the order `vrouter_api::compose::render_configs` takes it.
 
-use std::collections::HashMap;
+use std::fmt::Debug;
 
-use kube::api::{Api, ListParams};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
+use kube::runtime::reflector::{self, Store};
+use serde::de::DeserializeOwned;
 use vrouter_api::validate::{CrossNamespace, same_namespace_references};
 use vrouter_api::{NameRef, ReferencedKind, VRouterBinding, VRouterParams, VRouterTarget, VRouterTemplate};
+
+use crate::stores;
+
+/// The watches (templates, params, targets) that wake a binding, and that
+/// its references are read from.
+pub struct Referents {
+    pub templates: Store<VRouterTemplate>,
+    pub params: Store<VRouterParams>,
+    pub targets: Store<VRouterTarget>,
+}
+
+impl Referents {
+    /// No watches: every reference is read from the API server (for the
+    /// `diff` command, which reads once and watches nothing). The stores'
+    /// writers are dropped, so [`stores::get`] never waits on them.
+    pub fn unwatched() -> Self {
+        Referents {
+            templates: reflector::store().0,
+            params: reflector::store().0,
+            targets: reflector::store().0,
+        }
+    }
+}
 
 /// The binding's references, read.
 pub struct Referenced {
@@ -28,73 +52,61 @@ pub enum ResolveError {
     Kube(#[from] kube::Error),
 }
 
-/// Above this many targets one LIST of the namespace's targets replaces a
-/// GET per target: the GETs would be most of a large rollout's requests,
-/// repeated on every reconcile (docs/benchmarks.md measures both).
-const LIST_TARGETS_ABOVE: usize = 8;
-
 /// Reads every reference of `binding` from its own namespace. A reference
 /// into another namespace is refused before anything is read.
-pub async fn references(client: &kube::Client, binding: &VRouterBinding) -> Result<Referenced, ResolveError> {
+pub async fn references(
+    client: &kube::Client,
+    referents: &Referents,
+    binding: &VRouterBinding,
+) -> Result<Referenced, ResolveError> {
     same_namespace_references(binding)?;
     let namespace = binding.namespace().unwrap_or_default();
-    let of = |kind: ReferencedKind| -> Vec<&NameRef> { binding.spec.refs_of(kind).collect() };
-    let templates = get_each(
-        &Api::<VRouterTemplate>::namespaced(client.clone(), &namespace),
-        &of(ReferencedKind::Template),
-        ReferencedKind::Template,
-    )
-    .await?;
-    let params = get_each(
-        &Api::<VRouterParams>::namespaced(client.clone(), &namespace),
-        &of(ReferencedKind::Params),
-        ReferencedKind::Params,
-    )
-    .await?;
-    let targets = get_targets(
-        &Api::<VRouterTarget>::namespaced(client.clone(), &namespace),
-        &of(ReferencedKind::Target),
-    )
-    .await?;
+    let refs = |kind: ReferencedKind| -> Vec<&NameRef> { binding.spec.refs_of(kind).collect() };
+    let read = Reader { client, namespace };
     Ok(Referenced {
-        templates,
-        params,
-        targets,
+        templates: read
+            .each(
+                &referents.templates,
+                &refs(ReferencedKind::Template),
+                ReferencedKind::Template,
+            )
+            .await?,
+        params: read
+            .each(&referents.params, &refs(ReferencedKind::Params), ReferencedKind::Params)
+            .await?,
+        targets: read
+            .each(
+                &referents.targets,
+                &refs(ReferencedKind::Target),
+                ReferencedKind::Target,
+            )
+            .await?,
     })
 }
 
-async fn get_each<K>(api: &Api<K>, refs: &[&NameRef], kind: ReferencedKind) -> Result<Vec<K>, ResolveError>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let mut out = Vec::with_capacity(refs.len());
-    for r in refs {
-        let object = api.get_opt(&r.name).await?.ok_or_else(|| ResolveError::NotFound {
-            kind,
-            name: r.name.clone(),
-        })?;
-        out.push(object);
-    }
-    Ok(out)
+struct Reader<'a> {
+    client: &'a kube::Client,
+    namespace: String,
 }
 
-async fn get_targets(api: &Api<VRouterTarget>, refs: &[&NameRef]) -> Result<Vec<VRouterTarget>, ResolveError> {
-    if refs.len() <= LIST_TARGETS_ABOVE {
-        return get_each(api, refs, ReferencedKind::Target).await;
+impl Reader<'_> {
+    async fn each<K>(&self, store: &Store<K>, refs: &[&NameRef], kind: ReferencedKind) -> Result<Vec<K>, ResolveError>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Debug,
+    {
+        let mut out = Vec::with_capacity(refs.len());
+        for r in refs {
+            let object = stores::get(store, self.client, &self.namespace, &r.name)
+                .await?
+                .ok_or_else(|| ResolveError::NotFound {
+                    kind,
+                    name: r.name.clone(),
+                })?;
+            out.push((*object).clone());
+        }
+        Ok(out)
     }
-    let by_name: HashMap<String, VRouterTarget> = api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|t| (t.name_any(), t))
-        .collect();
-    refs.iter()
-        .map(|r| {
-            by_name.get(&r.name).cloned().ok_or_else(|| ResolveError::NotFound {
-                kind: ReferencedKind::Target,
-                name: r.name.clone(),
-            })
-        })
-        .collect()
 }

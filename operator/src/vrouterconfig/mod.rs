@@ -13,28 +13,33 @@ pub mod status_sweep;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::TryStreamExt;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::core::DynamicObject;
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use vrouter_api::{VRouterConfig, VRouterTarget};
 
 use crate::context::Context;
+use crate::own_writes::OwnWrites;
 use crate::reconciler::{self, Scope, Shutdown};
 use crate::vroutertarget;
 
 pub use reconcile::CONTROLLER;
 pub(crate) use reconcile::summarised;
 
-/// What the config reconciler reads: the shared [`Context`] and every
-/// VRouterConfig as this controller's own watch has it. The store is made
-/// with the controller, so the one-apply-per-router check (which reads the
-/// stored statuses after a restart) can never run without it.
+/// What the config reconciler reads: the shared [`Context`], every
+/// VRouterConfig and VRouterTarget as this controller's own watches have
+/// them, and the versions its own status writes produced. The stores are
+/// made with the controller: a reconcile reads its target from there (the
+/// watch that wakes it filled the store first), and the
+/// one-apply-per-router check reads the stored statuses after a restart.
 pub struct ConfigContext {
     shared: Arc<Context>,
     configs: Store<VRouterConfig>,
+    targets: Store<VRouterTarget>,
+    own_writes: Arc<OwnWrites>,
 }
 
 impl Deref for ConfigContext {
@@ -51,36 +56,47 @@ impl AsRef<Context> for ConfigContext {
     }
 }
 
-/// Runs the VRouterConfig controller until `shutdown`. A target's change
-/// (vmRunning, lastRebootTime) concerns every config that points at it; so
-/// does a change of the KubeVirt VMI a target names, when this cluster
-/// serves KubeVirt: a restarted VM is a new VMI, and the config learns of it
-/// from that VMI's events even while the target's status stays as it was.
+/// Runs the VRouterConfig controller until `shutdown`. Every change of a
+/// config wakes it, its own status writes included (their versions are
+/// noted in [`OwnWrites`], so that a reconcile woken before one is in the
+/// store waits for it). A target's change (vmRunning, lastRebootTime) concerns
+/// every config that points at it; so does a change of the KubeVirt VMI a
+/// target names, when this cluster serves KubeVirt: a restarted VM is a new
+/// VMI, and the config learns of it from that VMI's events even while the
+/// target's status stays as it was.
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let wc = watcher::Config::default();
-    let controller = Controller::new(scope.api::<VRouterConfig>(), wc.clone())
-        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.configs));
-    let configs = controller.store();
-    let by_target = configs.clone();
-    let swept = configs.clone();
-    let controller = controller.watches(scope.api::<VRouterTarget>(), wc.clone(), move |target| {
-        let configs = by_target.state();
-        configs_of_targets(configs.iter().map(|c| &**c), [&target])
-    });
-    // The VMI's mapping reads the targets from a store of this controller's
-    // own, so it needs nothing from the VRouterTarget controller's wiring.
-    let (targets, targets_writer) = reflector::store::<VRouterTarget>();
-    let watching_targets = reflector(targets_writer, watcher(scope.api::<VRouterTarget>(), wc.clone()))
+    let own_writes = Arc::new(OwnWrites::default());
+    let (configs, configs_writer) = reflector::store::<VRouterConfig>();
+    let echoes = own_writes.clone();
+    let config_events = watcher(scope.api::<VRouterConfig>(), wc.clone())
         .default_backoff()
-        .for_each(|_| async {});
-    let (controller, watching_targets) = match vroutertarget::vmi_resource(&scope.client).await {
+        .reflect(configs_writer)
+        // Its own status writes still wake it (an echo-filtered config
+        // controller stalled a KubeVirt config in vmi_watch.rs, cause not yet
+        // found); a reconcile woken before its last write is in the store
+        // waits for it instead of deciding from the store.
+        .inspect_ok(move |event| echoes.note_delivered(event))
+        .applied_objects();
+    let controller = Controller::for_stream(config_events, configs.clone())
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.configs));
+    let (targets, targets_writer) = reflector::store::<VRouterTarget>();
+    let target_events = watcher(scope.api::<VRouterTarget>(), wc.clone())
+        .default_backoff()
+        .reflect(targets_writer)
+        .touched_objects();
+    let by_target = configs.clone();
+    let controller = controller.watches_stream(target_events, move |target| {
+        configs_of_targets(by_target.state().iter().map(|c| &**c), [&target])
+    });
+    let controller = match vroutertarget::vmi_resource(&scope.client).await {
         Some(resource) => {
-            let by_vmi = configs.clone();
+            let (by_vmi, targets) = (configs.clone(), targets.clone());
             let vmis = match &scope.namespace {
                 Some(ns) => Api::<DynamicObject>::namespaced_with(scope.client.clone(), ns, &resource),
                 None => Api::<DynamicObject>::all_with(scope.client.clone(), &resource),
             };
-            let controller = controller.watches_with(vmis, resource, wc, move |vmi| {
+            controller.watches_with(vmis, resource, wc, move |vmi| {
                 let (targets, configs) = (targets.state(), by_vmi.state());
                 let named = vroutertarget::targets_naming_vmi(
                     &vmi.namespace().unwrap_or_default(),
@@ -88,25 +104,21 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
                     targets.iter().map(|t| &**t),
                 );
                 configs_of_targets(configs.iter().map(|c| &**c), named)
-            });
-            (controller, Some(watching_targets))
+            })
         }
-        None => (controller, None),
+        None => controller,
     };
-    let ctx = Arc::new(ConfigContext { shared: ctx, configs });
-    let watching_targets = async {
-        if let Some(watching) = watching_targets {
-            tokio::select! {
-                _ = watching => {}
-                _ = shutdown.clone() => {}
-            }
-        }
-    };
+    let swept = configs.clone();
+    let ctx = Arc::new(ConfigContext {
+        shared: ctx,
+        configs,
+        targets,
+        own_writes,
+    });
     // Every Applied config has its VRouterStatus, however it became Applied.
     futures::join!(
         reconciler::run::<reconcile::ConfigReconciler>(controller, ctx.clone(), shutdown.clone()),
         status_sweep::run(&ctx, swept, scope, shutdown.clone()),
-        watching_targets,
     );
 }
 

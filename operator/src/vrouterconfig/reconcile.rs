@@ -13,7 +13,6 @@ use kube::{Resource, ResourceExt};
 use vrouter_api::constants::FINALIZER;
 use vrouter_api::{
     ConfirmationStatus, ControllerRef, NameRef, VRouterConfig, VRouterConfigStatus, VRouterStatus, VRouterStatusSpec,
-    VRouterTarget,
 };
 use vrouter_providers::{ExecHandle, ExecStatus, Provider, ProviderError};
 
@@ -24,7 +23,7 @@ use super::one_apply_per_router::{Router, in_flight_elsewhere};
 use crate::context::Context;
 use crate::metrics::ResultLabels;
 use crate::reconciler::{self, Reconciler};
-use crate::{conditions, finalizers, status_writes};
+use crate::{conditions, finalizers, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterconfig";
 
@@ -92,6 +91,12 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
         finalizers::remove_finalizer(&ctx.client, config, FINALIZER).await?;
         return Ok(Action::await_change());
     }
+    if ctx.own_writes.awaiting_echo(config) {
+        // The store is behind this controller's own last status write: a
+        // decision from it would redo what that write recorded, and its
+        // write would be a conflict. Look again once the echo is in.
+        return Ok(Action::requeue(reconciler::CONFLICT_RETRY));
+    }
     if finalizers::ensure_finalizer(&ctx.client, config, FINALIZER).await? {
         // The patch's own watch event brings the updated object; a requeue
         // now would read the cache from before it, and its finalizer patch
@@ -147,8 +152,13 @@ impl<'a> Apply<'a> {
                 .note_problem(format!("spec.targetRef must stay in namespace {namespace:?}"))
                 .await;
         }
-        let targets: Api<VRouterTarget> = Api::namespaced(self.ctx.client.clone(), namespace);
-        let Some(target) = targets.get_opt(&target_ref.name).await? else {
+        // From the watch, not the API server: the event that woke this
+        // reconcile (the config's, or its target's) was stored first, so the
+        // target is as that event left it. A lastRebootTime newer than the
+        // store is its own event, which wakes this config again; and the
+        // dispatch write below is conditional on the config's version, so
+        // no apply starts twice from a view one event behind.
+        let Some(target) = stores::get(&self.ctx.targets, &self.ctx.client, namespace, &target_ref.name).await? else {
             return self
                 .note_problem(format!("VRouterTarget {:?} not found", target_ref.name))
                 .await;
@@ -251,7 +261,9 @@ impl<'a> Apply<'a> {
             // A config settled before its kind had the kstatus conditions
             // gets them once; after that this writes nothing.
             let settled = summarised(status.clone(), config, None, clock.now);
-            status_writes::patch_status(&ctx.client, config, Some(status), &settled).await?;
+            if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &settled).await? {
+                ctx.own_writes.record(&written);
+            }
             if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&self.router, &self.name)
             {
                 return Ok(match ensure_status_object(ctx, config, &self.router).await? {
@@ -293,7 +305,10 @@ impl<'a> Apply<'a> {
             clock.now,
         );
         let fresh = match status_writes::write_status(&ctx.client, config, Some(status), &before).await {
-            Ok(fresh) => fresh,
+            Ok(fresh) => {
+                ctx.own_writes.record(&fresh);
+                fresh
+            }
             Err(e) => {
                 ctx.router_locks.release(&self.router, &self.name);
                 return Err(e.into());
@@ -510,7 +525,7 @@ async fn router_busy_with(ctx: &ConfigContext, router: &Router, name: &str, cloc
 }
 
 async fn wait_for_router(
-    ctx: &Context,
+    ctx: &ConfigContext,
     config: &VRouterConfig,
     status: &VRouterConfigStatus,
     other: &str,
@@ -518,14 +533,16 @@ async fn wait_for_router(
     let mut next = decide::nothing_attempted_meanwhile(status.clone());
     next.message = format!("waiting for VRouterConfig {other:?} to finish its apply on the same router");
     let next = summarised(next, config, None, Timestamp::now());
-    status_writes::patch_status(&ctx.client, config, Some(status), &next).await?;
+    if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &next).await? {
+        ctx.own_writes.record(&written);
+    }
     Ok(Action::requeue(ROUTER_BUSY_RETRY))
 }
 
 /// A problem that needs a person (a missing target, unreadable credentials):
 /// shown in `status.message`, retried slowly, never a hot loop.
 async fn note_problem(
-    ctx: &Context,
+    ctx: &ConfigContext,
     config: &VRouterConfig,
     status: &VRouterConfigStatus,
     message: String,
@@ -541,7 +558,8 @@ async fn note_problem(
         return finish(ctx, config, status, step).await;
     }
     step.status = summarised(step.status, config, Some(&message), clock.now);
-    if status_writes::patch_status(&ctx.client, config, Some(status), &step.status).await? {
+    if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &step.status).await? {
+        ctx.own_writes.record(&written);
         ctx.event(
             config,
             EventType::Warning,
@@ -591,7 +609,7 @@ pub(crate) fn summarised(
 }
 
 async fn finish(
-    ctx: &Context,
+    ctx: &ConfigContext,
     config: &VRouterConfig,
     current: &VRouterConfigStatus,
     mut step: Step,
@@ -601,7 +619,11 @@ async fn finish(
         // No apply of this config runs (any more): its router is free.
         ctx.router_locks.release(&router_of(config), &config.name_any());
     }
-    status_writes::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?;
+    if let Some(written) =
+        status_writes::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?
+    {
+        ctx.own_writes.record(&written);
+    }
     if let Some(event) = &step.event {
         ctx.event(config, event.type_, event.reason, event.note.clone()).await;
     }

@@ -167,6 +167,18 @@ pub fn too_large_to_store(startup: usize, running: usize, limit: usize) -> Optio
     })
 }
 
+/// Whether the Secret `secret_name` already holds the configs just read:
+/// the last sync stored them there, and the status keeps their hashes. The
+/// Secret itself is not read (watching Secrets would need list and watch on
+/// all of them, and a read per sync is a request per router per interval);
+/// a Secret changed by hand is written again with the router's next change.
+pub fn secret_holds(previous: &VRouterStatusStatus, secret_name: &str, reading: &Reading) -> bool {
+    !secret_name.is_empty()
+        && previous.config_secret_ref == secret_name
+        && previous.startup_config_hash == reading.startup_hash
+        && previous.running_config_hash == reading.running_hash
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,5 +463,58 @@ mod tests {
             ("False", reason::SYNC_FAILED)
         );
         assert!(synced.message.contains("guest agent not responding"));
+    }
+
+    #[test]
+    fn the_secret_is_written_only_when_it_may_not_hold_what_was_read() {
+        let stored = {
+            let mut s = baselined("A");
+            s.config_secret_ref = "vrs-x-config".into();
+            s
+        };
+        let not_stored = baselined("A");
+        let mut running_unread = reading("A");
+        running_unread.running_hash.clear();
+        let cases: &[(&str, &VRouterStatusStatus, &str, Reading, bool)] = &[
+            ("stored, same configs", &stored, "vrs-x-config", reading("A"), true),
+            (
+                "stored, the startup config changed",
+                &stored,
+                "vrs-x-config",
+                reading("B"),
+                false,
+            ),
+            (
+                "stored, the running config unread now",
+                &stored,
+                "vrs-x-config",
+                running_unread,
+                false,
+            ),
+            (
+                "never stored (first sync, too large, foreign)",
+                &not_stored,
+                "vrs-x-config",
+                reading("A"),
+                false,
+            ),
+            (
+                "stored under another name",
+                &stored,
+                "vrs-y-config",
+                reading("A"),
+                false,
+            ),
+            (
+                "no status at all",
+                &VRouterStatusStatus::default(),
+                "vrs-x-config",
+                reading("A"),
+                false,
+            ),
+        ];
+        for (case, previous, name, read, holds) in cases {
+            assert_eq!(secret_holds(previous, name, read), *holds, "{case}");
+        }
     }
 }

@@ -6,33 +6,113 @@ pub mod decide;
 mod reconcile;
 pub mod stored_configs;
 
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::ops::Deref;
 use std::sync::Arc;
 
+use futures::{StreamExt, TryStreamExt};
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, controller, watcher};
-use vrouter_api::{VRouterConfig, VRouterStatus};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use vrouter_api::{VRouterConfig, VRouterStatus, VRouterTarget};
 
 use crate::context::Context;
+use crate::own_writes::OwnWrites;
 use crate::reconciler::{self, Scope, Shutdown};
 
 pub use reconcile::CONTROLLER;
 pub use stored_configs::{MAX_STORED_BYTES, SECRET_TYPE};
 
-/// Runs the VRouterStatus controller until `shutdown`. A config's change (a
-/// new apply, a pause lifted) wakes the status object watching it, so a
-/// new baseline is taken promptly.
+/// What the status reconciler reads besides the object: the shared
+/// [`Context`], and the configs and targets as this controller's own
+/// watches have them, so a sync reads nothing from the API server but the
+/// router. Its own status writes are recorded so that their echoes do not
+/// wake it (see [`OwnWrites`]).
+pub struct StatusContext {
+    shared: Arc<Context>,
+    configs: Store<VRouterConfig>,
+    targets: Store<VRouterTarget>,
+    own_status_writes: Arc<OwnWrites>,
+}
+
+impl Deref for StatusContext {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        &self.shared
+    }
+}
+
+impl AsRef<Context> for StatusContext {
+    fn as_ref(&self) -> &Context {
+        &self.shared
+    }
+}
+
+/// Runs the VRouterStatus controller until `shutdown`. A config's change
+/// that a sync reads (a new apply, a pause lifted or set, a phase) wakes
+/// the status object watching it, so a new baseline is taken promptly;
+/// the config's other status writes (an exec handle, a message) do not.
+///
+/// Its Secrets are not watched: that would need list and watch on every
+/// Secret in the cluster. The status records the hashes of the configs the
+/// Secret holds, which is what decides whether it is written again.
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let wc = watcher::Config::default();
-    let controller = Controller::new(scope.api::<VRouterStatus>(), wc.clone())
-        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.statuses));
-    let statuses = controller.store();
-    // Its Secrets are not watched: that would need list and watch on every
-    // Secret in the cluster, and the next sync rewrites a changed one.
-    let controller = controller.watches(scope.api::<VRouterConfig>(), wc, move |config| {
-        watching(&statuses, &config)
+    let own_status_writes = Arc::new(OwnWrites::default());
+    let (statuses, writer) = reflector::store::<VRouterStatus>();
+    let echoes = own_status_writes.clone();
+    let status_events = watcher(scope.api::<VRouterStatus>(), wc.clone())
+        .default_backoff()
+        .reflect(writer)
+        .try_filter(move |event| std::future::ready(echoes.passes(event)))
+        .applied_objects();
+    let (configs, writer) = reflector::store::<VRouterConfig>();
+    let config_events = watcher(scope.api::<VRouterConfig>(), wc.clone())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(what_a_sync_reads, Default::default());
+    let (targets, writer) = reflector::store::<VRouterTarget>();
+    let watching_targets = watcher(scope.api::<VRouterTarget>(), wc)
+        .default_backoff()
+        .reflect(writer)
+        .for_each(|_| std::future::ready(()));
+    let by_config = statuses.clone();
+    let controller = Controller::for_stream(status_events, statuses)
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.statuses))
+        .watches_stream(config_events, move |config| watching(&by_config, &config));
+    let ctx = Arc::new(StatusContext {
+        shared: ctx,
+        configs,
+        targets,
+        own_status_writes,
     });
-    reconciler::run::<reconcile::StatusReconciler>(controller, ctx, shutdown).await;
+    let watching_targets = async {
+        tokio::select! {
+            _ = watching_targets => {}
+            _ = shutdown.clone() => {}
+        }
+    };
+    futures::join!(
+        reconciler::run::<reconcile::StatusReconciler>(controller, ctx, shutdown.clone()),
+        watching_targets,
+    );
+}
+
+/// What a sync reads of a config ([`decide::ConfigView`] and whether it
+/// still exists): a config event that changes none of it wakes nothing.
+fn what_a_sync_reads(config: &VRouterConfig) -> Option<u64> {
+    let status = config.status.as_ref();
+    let mut hasher = DefaultHasher::new();
+    (
+        status.map(|s| s.phase),
+        status.and_then(|s| s.last_applied_time.as_ref().map(|t| t.0.as_second())),
+        config.is_paused(),
+        config.metadata.deletion_timestamp.is_some(),
+    )
+        .hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// The status objects whose `configRef` names `config`.

@@ -6,20 +6,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{condition, reason};
-use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterStatusStatus, VRouterTarget};
+use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterStatusStatus};
 
+use super::StatusContext;
 use super::decide::{self, ConfigView, Reading};
 use super::stored_configs;
 use crate::conditions::{self, Drift, Wanted};
-use crate::context::Context;
 use crate::metrics::ResultLabels;
-use crate::reconciler::Reconciler;
-use crate::status_writes;
+use crate::reconciler::{self, Reconciler};
+use crate::{status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterstatus";
 
@@ -33,17 +32,27 @@ pub struct StatusReconciler;
 
 impl Reconciler for StatusReconciler {
     type Object = VRouterStatus;
-    type Context = Context;
+    type Context = StatusContext;
     type Error = Error;
     const NAME: &'static str = CONTROLLER;
 
-    async fn reconcile(vrs: Arc<VRouterStatus>, ctx: Arc<Context>) -> Result<Action, Error> {
+    async fn reconcile(vrs: Arc<VRouterStatus>, ctx: Arc<StatusContext>) -> Result<Action, Error> {
         let wait = sync(&vrs, &ctx).await?;
         Ok(Action::requeue(wait.unwrap_or_else(|| sync_interval(&vrs))))
     }
 
-    fn retry_after(_error: &Error, _ctx: &Context) -> Duration {
-        Duration::from_secs(10)
+    /// A conflict is a write from a view one event behind (this controller
+    /// is the only writer of the status): the event is in the store by the
+    /// retry, and the sync it finds done is not repeated.
+    fn retry_after(error: &Error, _ctx: &StatusContext) -> Duration {
+        match error {
+            Error::Kube(e) if reconciler::is_conflict(e) => reconciler::CONFLICT_RETRY,
+            _ => Duration::from_secs(10),
+        }
+    }
+
+    fn is_routine(error: &Error) -> bool {
+        matches!(error, Error::Kube(e) if reconciler::is_conflict(e))
     }
 }
 
@@ -53,9 +62,15 @@ fn sync_interval(vrs: &VRouterStatus) -> Duration {
 
 /// One sync; returns when the next is due if that is not a full interval
 /// from now.
-async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Error> {
+async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duration>, Error> {
     if vrs.meta().deletion_timestamp.is_some() {
         return Ok(None);
+    }
+    if ctx.own_status_writes.awaiting_echo(vrs) {
+        // The store is behind this controller's own last status write (a
+        // config event woke this reconcile first): from it, the sync just
+        // made would look due, and its write would be a conflict.
+        return Ok(Some(reconciler::CONFLICT_RETRY));
     }
     let namespace = vrs.namespace().unwrap_or_default();
     let current = vrs.status.clone().unwrap_or_default();
@@ -64,13 +79,14 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
     let config_ref = &vrs.spec.config_ref;
     if config_ref.crosses_namespace(&namespace) {
         let next = fail(format!("spec.configRef must stay in namespace {namespace:?}"));
-        status_writes::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
+        write_status(ctx, vrs, &current, &next).await?;
         return Ok(None);
     }
-    let configs: Api<VRouterConfig> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(config) = configs.get_opt(&config_ref.name).await? else {
+    // The config as the watch has it: a config event that changes what is
+    // read here wakes this reconcile after the store holds it.
+    let Some(config) = stores::get(&ctx.configs, &ctx.client, &namespace, &config_ref.name).await? else {
         let next = fail(format!("VRouterConfig {:?} not found", config_ref.name));
-        status_writes::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
+        write_status(ctx, vrs, &current, &next).await?;
         return Ok(None);
     };
     let view = ConfigView {
@@ -79,41 +95,42 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
         paused: config.is_paused(),
         repair_off: !ctx.settings.drift_repair,
     };
-    // Every write of this status comes back as a
-    // watch event; without this the router would be read again at once,
+    // A config event can wake this reconcile at any time (its own writes'
+    // echoes are dropped); without this the router would be read again at once,
     // and the new lastFetchTime written again, in a loop. A spec not yet
     // observed (another config, another interval) is read for now.
     let observed = current.observed_generation == vrs.meta().generation;
     if observed && let Some(wait) = decide::sync_wait(&current, &view, sync_interval(vrs), now) {
         return Ok(Some(wait));
     }
-    let (startup, running) = match read_router(ctx, &config).await {
+    let (startup, running) = match read_router_counted(ctx, &config).await {
         Ok(read) => read,
+        // No error return: a router that cannot be read is reported in
+        // Synced=False and looked at again after syncInterval, without
+        // the controller's error backoff.
         Err(why) => {
-            ctx.metrics
-                .drift_reads
-                .get_or_create(&ResultLabels { result: "failed" })
-                .inc();
-            // No error return: a router that cannot be read is reported in
-            // Synced=False and looked at again after syncInterval, without
-            // the controller's error backoff.
-            let next = fail(why);
-            status_writes::patch_status(&ctx.client, vrs, Some(&current), &next).await?;
+            write_status(ctx, vrs, &current, &fail(why)).await?;
             return Ok(None);
         }
     };
-    ctx.metrics
-        .drift_reads
-        .get_or_create(&ResultLabels { result: "read" })
-        .inc();
-    let mut sync = decide::on_read(&current, &view, &reading_of(&startup, &running), now);
+    let reading = reading_of(&startup, &running);
+    let mut sync = decide::on_read(&current, &view, &reading, now);
     let drift = sync.status.drift_detected.then(|| Drift {
         repairing: view.drift_is_repaired(),
         why: &sync.status.message,
     });
     sync.status = summarised(vrs, sync.status.clone(), drift, now);
-    stored_configs::keep(&ctx.client, vrs, &current, &startup, &running, &mut sync.status).await?;
-    status_writes::patch_status(&ctx.client, vrs, Some(&current), &sync.status).await?;
+    stored_configs::keep(
+        &ctx.client,
+        vrs,
+        &current,
+        &reading,
+        &startup,
+        &running,
+        &mut sync.status,
+    )
+    .await?;
+    write_status(ctx, vrs, &current, &sync.status).await?;
     if sync.drift_started {
         ctx.metrics.drifts_detected.inc();
         ctx.event(
@@ -128,6 +145,28 @@ async fn sync(vrs: &VRouterStatus, ctx: &Context) -> Result<Option<Duration>, Er
         reset_to_pending(ctx, &config).await?;
     }
     Ok(None)
+}
+
+/// Writes the status when it changed, and records the write so its echo
+/// does not wake this controller.
+async fn write_status(
+    ctx: &StatusContext,
+    vrs: &VRouterStatus,
+    current: &VRouterStatusStatus,
+    next: &VRouterStatusStatus,
+) -> Result<(), Error> {
+    if let Some(written) = status_writes::patch_status(&ctx.client, vrs, Some(current), next).await? {
+        ctx.own_status_writes.record(&written);
+    }
+    Ok(())
+}
+
+/// [`read_router`], counted in `vrouter_drift_reads_total`.
+async fn read_router_counted(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let read = read_router(ctx, config).await;
+    let result = if read.is_ok() { "read" } else { "failed" };
+    ctx.metrics.drift_reads.get_or_create(&ResultLabels { result }).inc();
+    read
 }
 
 /// The hashes of the configs read; an empty running config (it could not
@@ -161,11 +200,10 @@ fn summarised(
 /// The running config is for people to compare with the startup one; drift
 /// is decided on the startup config alone, so a router whose running config
 /// cannot be shown is still checked (its running config stored empty).
-async fn read_router(ctx: &Context, config: &VRouterConfig) -> Result<(Vec<u8>, Vec<u8>), String> {
+async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec<u8>, Vec<u8>), String> {
     let namespace = config.namespace().unwrap_or_default();
     let target_name = &config.spec.target_ref.name;
-    let target = Api::<VRouterTarget>::namespaced(ctx.client.clone(), &namespace)
-        .get_opt(target_name)
+    let target = stores::get(&ctx.targets, &ctx.client, &namespace, target_name)
         .await
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("VRouterTarget {target_name:?} not found"))?;
@@ -188,7 +226,7 @@ async fn read_router(ctx: &Context, config: &VRouterConfig) -> Result<(Vec<u8>, 
 /// Sends a drifted config back to Pending; its controller applies it again
 /// at the same generation. The write is conditional on the config's
 /// resourceVersion, so it never overwrites an apply that just started.
-async fn reset_to_pending(ctx: &Context, config: &VRouterConfig) -> Result<(), Error> {
+async fn reset_to_pending(ctx: &StatusContext, config: &VRouterConfig) -> Result<(), Error> {
     let current = config.status.clone().unwrap_or_default();
     let mut next = current.clone();
     next.phase = Phase::Pending;

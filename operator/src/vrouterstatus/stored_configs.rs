@@ -28,7 +28,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use vrouter_api::{ControllerRef, VRouterStatus, VRouterStatusStatus};
 
-use super::decide;
+use super::decide::{self, Reading};
 use crate::context::FIELD_MANAGER;
 
 /// The type of the Secrets drift detection writes; the only Secrets the
@@ -50,11 +50,17 @@ pub async fn keep(
     client: &kube::Client,
     vrs: &VRouterStatus,
     previous: &VRouterStatusStatus,
+    reading: &Reading,
     startup: &[u8],
     running: &[u8],
     next: &mut VRouterStatusStatus,
 ) -> Result<(), kube::Error> {
-    next.config_secret_ref = store(client, vrs, startup, running, &mut next.message).await?;
+    let name = vrs.config_secret_name();
+    next.config_secret_ref = if decide::secret_holds(previous, &name, reading) {
+        name
+    } else {
+        store(client, vrs, startup, running, &mut next.message).await?
+    };
     // An earlier version's ConfigMap goes whether or not the configs could
     // be stored now: it holds a stale copy of them.
     if !previous.config_map_ref.is_empty() {
@@ -68,6 +74,12 @@ pub async fn keep(
 /// the reason in `message` when they are not stored: too large for one
 /// object (an existing Secret is emptied), or the name is taken by a Secret
 /// that is not the operator's (left alone).
+///
+/// The Secret is written without reading it first: the usual case (a new
+/// Secret, or new configs in the operator's own) needs no read. The name
+/// being taken shows as the write refused (a Secret's type cannot change,
+/// and the shipped policy refuses other types), and only then is the
+/// Secret read, to say whose it is.
 async fn store(
     client: &kube::Client,
     vrs: &VRouterStatus,
@@ -77,6 +89,22 @@ async fn store(
 ) -> Result<String, kube::Error> {
     let name = vrs.config_secret_name();
     let api: Api<Secret> = Api::namespaced(client.clone(), &vrs.namespace().unwrap_or_default());
+    let refusal = decide::too_large_to_store(startup.len(), running.len(), MAX_STORED_BYTES);
+    let refused_write = match refusal {
+        Some(_) => None,
+        None => {
+            let data = BTreeMap::from([
+                ("startup".to_owned(), ByteString(startup.to_vec())),
+                ("running".to_owned(), ByteString(running.to_vec())),
+            ]);
+            match apply(&api, vrs, &name, data).await {
+                Ok(()) => return Ok(name),
+                Err(kube::Error::Api(e)) if e.code == 403 || e.code == 422 => Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    // A write refused, or configs too large: what holds the name decides.
     let existing = api.get_opt(&name).await?;
     if let Some(foreign) = existing.as_ref().filter(|s| !is_ours(s)) {
         *message = format!(
@@ -86,24 +114,32 @@ async fn store(
         );
         return Ok(String::new());
     }
-    let refusal = decide::too_large_to_store(startup.len(), running.len(), MAX_STORED_BYTES);
+    if let Some(refused) = refused_write {
+        return Err(kube::Error::Api(refused));
+    }
     // Too large: an older, smaller copy would be taken for the current one,
     // so the Secret is emptied (not deleted: the operator needs no `delete`
     // on Secrets; garbage collection removes it with its VRouterStatus).
-    let data = match &refusal {
-        Some(_) => BTreeMap::new(),
-        None => BTreeMap::from([
-            ("startup".to_owned(), ByteString(startup.to_vec())),
-            ("running".to_owned(), ByteString(running.to_vec())),
-        ]),
-    };
-    if refusal.is_some() && existing.is_none() {
-        *message = refusal.unwrap_or_default();
-        return Ok(String::new());
+    if existing
+        .as_ref()
+        .is_some_and(|s| s.data.as_ref().is_some_and(|d| !d.is_empty()))
+    {
+        apply(&api, vrs, &name, BTreeMap::new()).await?;
     }
+    *message = refusal.unwrap_or_default();
+    Ok(String::new())
+}
+
+/// Writes the Secret `name` with `data` (server-side apply), owned by `vrs`.
+async fn apply(
+    api: &Api<Secret>,
+    vrs: &VRouterStatus,
+    name: &str,
+    data: BTreeMap<String, ByteString>,
+) -> Result<(), kube::Error> {
     let secret = Secret {
         metadata: ObjectMeta {
-            name: Some(name.clone()),
+            name: Some(name.to_owned()),
             owner_references: vrs.controller_ref().map(|owner| vec![owner]),
             labels: Some(BTreeMap::from([(
                 "app.kubernetes.io/managed-by".to_owned(),
@@ -115,25 +151,9 @@ async fn store(
         data: Some(data),
         ..Default::default()
     };
-    let unchanged = existing.as_ref().is_some_and(|s| {
-        s.data.clone().unwrap_or_default() == secret.data.clone().unwrap_or_default()
-            && s.metadata.owner_references == secret.metadata.owner_references
-    });
-    if !unchanged {
-        api.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&secret),
-        )
-        .await?;
-    }
-    match refusal {
-        Some(refusal) => {
-            *message = refusal;
-            Ok(String::new())
-        }
-        None => Ok(name),
-    }
+    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&secret))
+        .await
+        .map(|_| ())
 }
 
 /// Deletes the ConfigMap an earlier version kept the configs in, named by

@@ -1,0 +1,258 @@
+//! The watch events a controller's own writes come back as. A status write
+//! returns the object as stored, with its new resourceVersion; the watch
+//! then delivers that same version as an event. Reconciling on it would
+//! look at a state the controller itself just decided on, and (when the
+//! event overtakes the controller's next step) read the router again for
+//! nothing. A controller records what it wrote here and drops the events
+//! that carry exactly that version; any change by someone else (a person,
+//! another controller, a new generation) has another version and passes.
+//!
+//! An event that arrives before its write is recorded passes too: that is
+//! one reconcile too many, never one too few.
+//!
+//! Until a write's echo has come, the controller's store holds the object
+//! from before the write: a reconcile woken meanwhile by something else (a
+//! related object's event) would decide from that older view and write
+//! over it, a conflict. [`OwnWrites::awaiting_echo`] tells it to wait
+//! briefly instead.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kube::Resource;
+use kube::runtime::watcher;
+
+/// Namespace and name of one object of the kind an [`OwnWrites`] is for.
+type Key = (Option<String>, String);
+
+fn key_of(object: &impl Resource) -> Key {
+    let meta = object.meta();
+    (meta.namespace.clone(), meta.name.clone().unwrap_or_default())
+}
+
+/// Per object of one kind: the resourceVersions of the controller's own
+/// writes whose events have not come yet, and the last versions the watch
+/// delivered. A reconcile may write twice (before and after a dispatch), so
+/// the first echo can arrive after the second write is recorded; and an
+/// echo can overtake the write's own response, or a write can change
+/// nothing and keep the version the watch already delivered: a write of a
+/// version already seen waits for nothing. The kind's full object and its
+/// metadata-only form (a metadata watch) share the key, so either can be
+/// recorded or seen.
+#[derive(Default)]
+pub struct OwnWrites {
+    objects: Mutex<HashMap<Key, Versions>>,
+}
+
+#[derive(Default)]
+struct Versions {
+    pending: Vec<(String, Instant)>,
+    seen: Vec<String>,
+}
+
+/// How long a write's echo is waited for. A watch that restarted in
+/// between lists the object at a later version and never delivers this
+/// one; after this the store is taken as current again.
+pub const ECHO_WAIT: Duration = Duration::from_secs(5);
+
+/// Versions of one object remembered at most, of each list.
+const REMEMBERED: usize = 4;
+
+fn push_bounded<T>(list: &mut Vec<T>, item: T) {
+    if list.len() == REMEMBERED {
+        list.remove(0);
+    }
+    list.push(item);
+}
+
+impl OwnWrites {
+    /// `written` is the object as the API server answered a write of ours.
+    pub fn record(&self, written: &impl Resource) {
+        let Some(version) = written.meta().resource_version.clone() else {
+            return;
+        };
+        let mut objects = self.lock();
+        let versions = objects.entry(key_of(written)).or_default();
+        if !versions.seen.contains(&version) {
+            push_bounded(&mut versions.pending, (version, Instant::now()));
+        }
+    }
+
+    /// Whether `seen` is exactly a version one of our writes of it produced
+    /// (each is an echo once). An object that is being deleted always
+    /// passes, and is forgotten.
+    pub fn is_echo(&self, seen: &impl Resource) -> bool {
+        let key = key_of(seen);
+        let mut objects = self.lock();
+        if seen.meta().deletion_timestamp.is_some() {
+            objects.remove(&key);
+            return false;
+        }
+        let Some(version) = seen.meta().resource_version.clone() else {
+            return false;
+        };
+        let versions = objects.entry(key).or_default();
+        let at = versions.pending.iter().position(|(v, _)| *v == version);
+        if let Some(at) = at {
+            versions.pending.remove(at);
+        }
+        push_bounded(&mut versions.seen, version);
+        at.is_some()
+    }
+
+    /// Whether a watch event is to wake the controller: not when it is the
+    /// echo of an own write. A deleted object is forgotten (its event
+    /// passes), so the versions kept stay bounded by the objects that exist.
+    pub fn passes<K: Resource>(&self, event: &watcher::Event<K>) -> bool {
+        match event {
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => !self.is_echo(object),
+            watcher::Event::Delete(object) => {
+                self.lock().remove(&key_of(object));
+                true
+            }
+            watcher::Event::Init | watcher::Event::InitDone => true,
+        }
+    }
+
+    /// Notes what a watch event delivered, for a controller whose own
+    /// writes still wake it: [`OwnWrites::awaiting_echo`] then knows when its
+    /// store has caught up with them.
+    pub fn note_delivered<K: Resource>(&self, event: &watcher::Event<K>) {
+        let _ = self.passes(event);
+    }
+
+    /// Whether a write of `object` made less than [`ECHO_WAIT`] ago has not
+    /// come back through the watch yet: the store is behind that write.
+    pub fn awaiting_echo(&self, object: &impl Resource) -> bool {
+        self.awaiting_echo_at(object, Instant::now())
+    }
+
+    fn awaiting_echo_at(&self, object: &impl Resource, now: Instant) -> bool {
+        let mut objects = self.lock();
+        let Some(versions) = objects.get_mut(&key_of(object)) else {
+            return false;
+        };
+        versions.pending.retain(|(_, at)| now.duration_since(*at) < ECHO_WAIT);
+        !versions.pending.is_empty()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Versions>> {
+        self.objects.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn at(name: &str, version: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("net".into()),
+                resource_version: Some(version.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_the_versions_our_writes_produced_are_echoes_and_each_only_once() {
+        let own = OwnWrites::default();
+        own.record(&at("a", "10"));
+        assert!(!own.is_echo(&at("b", "10")), "another object");
+        assert!(!own.is_echo(&at("a", "9")), "an older event still passes");
+        assert!(own.is_echo(&at("a", "10")));
+        assert!(!own.is_echo(&at("a", "10")), "a replay of the same version passes");
+        assert!(!own.is_echo(&at("a", "11")), "someone else's change");
+    }
+
+    #[test]
+    fn two_writes_in_a_row_are_both_echoes_whatever_order_their_events_take() {
+        let own = OwnWrites::default();
+        own.record(&at("a", "20"));
+        own.record(&at("a", "21"));
+        assert!(own.is_echo(&at("a", "20")));
+        assert!(own.is_echo(&at("a", "21")));
+        own.record(&at("a", "30"));
+        own.record(&at("a", "31"));
+        assert!(own.is_echo(&at("a", "31")));
+        assert!(own.is_echo(&at("a", "30")));
+        assert!(!own.is_echo(&at("a", "32")));
+    }
+
+    #[test]
+    fn only_the_last_few_writes_of_an_object_are_remembered() {
+        let own = OwnWrites::default();
+        for version in 1..=REMEMBERED + 1 {
+            own.record(&at("a", &version.to_string()));
+        }
+        assert!(!own.is_echo(&at("a", "1")), "the oldest is forgotten");
+        assert!(own.is_echo(&at("a", &(REMEMBERED + 1).to_string())));
+    }
+
+    #[test]
+    fn the_store_is_behind_until_the_echo_comes_or_the_wait_ends() {
+        let own = OwnWrites::default();
+        assert!(!own.awaiting_echo(&at("a", "1")), "nothing written");
+        own.record(&at("a", "2"));
+        assert!(own.awaiting_echo(&at("a", "1")));
+        assert!(!own.awaiting_echo(&at("b", "1")), "another object");
+        assert!(own.is_echo(&at("a", "2")));
+        assert!(!own.awaiting_echo(&at("a", "2")), "the echo came");
+        own.record(&at("a", "3"));
+        let later = Instant::now() + ECHO_WAIT;
+        assert!(
+            !own.awaiting_echo_at(&at("a", "2"), later),
+            "an echo that never comes is waited for no longer"
+        );
+        assert!(!own.is_echo(&at("a", "3")), "and forgotten");
+        own.record(&at("a", "4"));
+        own.record(&at("b", "4"));
+        let mut deleting = at("a", "4");
+        deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert!(!own.is_echo(&deleting));
+        assert!(!own.awaiting_echo(&at("a", "4")), "a deleted object is forgotten");
+        assert!(own.awaiting_echo(&at("b", "4")));
+    }
+
+    #[test]
+    fn a_write_whose_version_the_watch_already_delivered_waits_for_nothing() {
+        let own = OwnWrites::default();
+        // The echo overtook the write's response.
+        assert!(!own.is_echo(&at("a", "5")));
+        own.record(&at("a", "5"));
+        assert!(!own.awaiting_echo(&at("a", "5")));
+        // A write that changed nothing keeps the version already seen.
+        own.record(&at("a", "5"));
+        assert!(!own.awaiting_echo(&at("a", "5")));
+    }
+
+    #[test]
+    fn echoes_wake_nothing_and_a_deleted_object_is_forgotten() {
+        let own = OwnWrites::default();
+        own.record(&at("a", "7"));
+        assert!(!own.passes(&watcher::Event::Apply(at("a", "7"))));
+        assert!(own.passes(&watcher::Event::Apply(at("a", "8"))));
+        own.record(&at("a", "9"));
+        assert!(own.passes(&watcher::Event::Delete(at("a", "9"))));
+        assert!(own.lock().is_empty(), "nothing kept of a deleted object");
+    }
+
+    #[test]
+    fn an_object_being_deleted_is_never_an_echo() {
+        let own = OwnWrites::default();
+        own.record(&at("a", "10"));
+        let mut deleting = at("a", "10");
+        deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert!(!own.is_echo(&deleting));
+    }
+}
