@@ -513,7 +513,7 @@ async fn router_busy_with(ctx: &ConfigContext, router: &Router, name: &str, cloc
     if let Some(other) = ctx.router_locks.held_by_other(router, name, Instant::now()) {
         return Some(other);
     }
-    ctx.configs.wait_until_ready().await.ok()?;
+    stores::ready(&ctx.configs).await.then_some(())?;
     let configs = ctx.configs.state();
     in_flight_elsewhere(
         configs.iter().map(|c| &**c),
