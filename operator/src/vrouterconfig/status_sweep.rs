@@ -56,7 +56,9 @@ pub async fn run(ctx: &Context, configs: Store<VRouterConfig>, scope: &Scope, sh
     .default_backoff()
     .for_each(|_| async {});
     let sweeping = async {
-        if configs.wait_until_ready().await.is_err() || statuses.wait_until_ready().await.is_err() {
+        // Not `wait_until_ready().await`: it wakes only one of several
+        // waiters, and the config controller's reads wait on this store too.
+        if !crate::stores::ready(&configs).await || !crate::stores::ready(&statuses).await {
             return;
         }
         let mut tick = tokio::time::interval(ctx.settings.status_sweep);
