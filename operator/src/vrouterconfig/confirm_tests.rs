@@ -235,31 +235,37 @@ fn the_rollback_read_decides_rolled_back_or_rollback_failed() {
             "not confirmed: the operator did not confirm before the rollback time",
         ),
     ];
-    for (status, now, read, phase, want_reason, text) in cases {
-        let step = on_rollback_read(&status, clock(now), read.clone());
-        assert_eq!(step.status.phase, phase, "t={now} {read:?}");
-        assert!(
-            step.status.message.contains(text),
-            "t={now} {read:?}: {}",
-            step.status.message
-        );
-        match want_reason {
-            Some(why) => {
-                assert_eq!(step.status.confirmation, None);
-                assert_eq!(step.next, Next::Done);
-                let (ok, got, message) = applied_condition(&step.status);
-                assert_eq!((ok.as_str(), got.as_str()), ("False", why));
-                assert_eq!(message, step.status.message);
-                let event = step.event.expect("a warning event");
-                assert_eq!((event.type_, event.reason), (EventType::Warning, why));
-                // Its own rollback (a reboot on VyOS 1.3/1.4) is no reason to apply again.
-                assert_eq!(step.status.last_reboot_handled_time, Some(Time(at(now))));
-            }
-            None => {
-                assert!(step.status.confirmation.is_some());
-                assert_eq!(step.next, Next::RequeueAfter(VERIFY_POLL));
-                assert_eq!(step.event, None);
-            }
+    for case in cases {
+        assert_rollback_read(case);
+    }
+}
+
+/// One row of the rollback-read table: the phase and message it leads to,
+/// and with a verdict, everything that verdict sets.
+fn assert_rollback_read((status, now, read, phase, want_reason, text): RollbackCase) {
+    let step = on_rollback_read(&status, clock(now), read.clone());
+    assert_eq!(step.status.phase, phase, "t={now} {read:?}");
+    assert!(
+        step.status.message.contains(text),
+        "t={now} {read:?}: {}",
+        step.status.message
+    );
+    match want_reason {
+        Some(why) => {
+            assert_eq!(step.status.confirmation, None);
+            assert_eq!(step.next, Next::Done);
+            let (ok, got, message) = applied_condition(&step.status);
+            assert_eq!((ok.as_str(), got.as_str()), ("False", why));
+            assert_eq!(message, step.status.message);
+            let event = step.event.expect("a warning event");
+            assert_eq!((event.type_, event.reason), (EventType::Warning, why));
+            // Its own rollback (a reboot on VyOS 1.3/1.4) is no reason to apply again.
+            assert_eq!(step.status.last_reboot_handled_time, Some(Time(at(now))));
+        }
+        None => {
+            assert!(step.status.confirmation.is_some());
+            assert_eq!(step.next, Next::RequeueAfter(VERIFY_POLL));
+            assert_eq!(step.event, None);
         }
     }
 }

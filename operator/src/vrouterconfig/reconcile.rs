@@ -258,20 +258,7 @@ impl<'a> Apply<'a> {
         let last_reboot = decide::latest_boot(status, target_last_reboot, started);
         let last_reboot = last_reboot.as_ref();
         let Some(reason) = decide::dispatch_reason(status, generation, last_reboot) else {
-            // A config settled before its kind had the kstatus conditions
-            // gets them once; after that this writes nothing.
-            let settled = summarised(status.clone(), config, None, clock.now);
-            if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &settled).await? {
-                ctx.own_writes.record(&written);
-            }
-            if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&self.router, &self.name)
-            {
-                return Ok(match ensure_status_object(ctx, config, &self.router).await? {
-                    true => Action::await_change(),
-                    false => Action::requeue(STATUS_OBJECT_RETRY),
-                });
-            }
-            return Ok(Action::await_change());
+            return self.nothing_due().await;
         };
         if let Err(other) = ctx
             .router_locks
@@ -314,20 +301,9 @@ impl<'a> Apply<'a> {
                 return Err(e.into());
             }
         };
-        let started = match &previous {
-            None => {
-                provider
-                    .exec_script(&config.spec.config, &config.spec.commands, config.spec.save)
-                    .await
-            }
-            Some((confirm, _)) => {
-                // Validated: a whole number of minutes in range.
-                let minutes = confirm.minutes().unwrap_or(1);
-                provider
-                    .exec_confirmed_script(&config.spec.config, &config.spec.commands, minutes)
-                    .await
-            }
-        };
+        let started = self
+            .start_script(provider, previous.as_ref().map(|(confirm, _)| confirm))
+            .await;
         let step = match started {
             Ok(handle) => {
                 let mut step = decide::after_dispatch(&before, generation, clock, handle.get(), last_reboot);
@@ -345,6 +321,44 @@ impl<'a> Apply<'a> {
             }
         };
         finish(ctx, &fresh, &before, step).await
+    }
+
+    /// With no apply due: a config settled before its kind had the kstatus
+    /// conditions gets them once (after that this writes nothing), and a
+    /// VRouterStatus still owed is created.
+    async fn nothing_due(&self) -> Result<Action, Error> {
+        let (ctx, config, status) = (self.ctx, self.config, &self.status);
+        let settled = summarised(status.clone(), config, None, self.clock.now);
+        if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &settled).await? {
+            ctx.own_writes.record(&written);
+        }
+        if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&self.router, &self.name) {
+            return Ok(match ensure_status_object(ctx, config, &self.router).await? {
+                true => Action::await_change(),
+                false => Action::requeue(STATUS_OBJECT_RETRY),
+            });
+        }
+        Ok(Action::await_change())
+    }
+
+    /// Starts the apply script: a plain commit, or `commit-confirm` when
+    /// `confirm` is set.
+    async fn start_script(
+        &self,
+        provider: &dyn Provider,
+        confirm: Option<&vrouter_api::ConfirmSpec>,
+    ) -> Result<ExecHandle, ProviderError> {
+        let spec = &self.config.spec;
+        match confirm {
+            None => provider.exec_script(&spec.config, &spec.commands, spec.save).await,
+            Some(confirm) => {
+                // Validated: a whole number of minutes in range.
+                let minutes = confirm.minutes().unwrap_or(1);
+                provider
+                    .exec_confirmed_script(&spec.config, &spec.commands, minutes)
+                    .await
+            }
+        }
     }
 
     /// The hash of the running config before a confirmed apply, or why the

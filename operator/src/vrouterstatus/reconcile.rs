@@ -131,6 +131,18 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
     )
     .await?;
     write_status(ctx, vrs, &current, &sync.status).await?;
+    act_on_drift(ctx, vrs, &config, &sync).await?;
+    Ok(None)
+}
+
+/// After the sync's status is written: drift newly seen is announced, and
+/// a config to repair goes back to Pending.
+async fn act_on_drift(
+    ctx: &StatusContext,
+    vrs: &VRouterStatus,
+    config: &VRouterConfig,
+    sync: &decide::Sync,
+) -> Result<(), Error> {
     if sync.drift_started {
         ctx.metrics.drifts_detected.inc();
         ctx.event(
@@ -142,9 +154,9 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
         .await;
     }
     if sync.reset_config {
-        reset_to_pending(ctx, &config).await?;
+        reset_to_pending(ctx, config).await?;
     }
-    Ok(None)
+    Ok(())
 }
 
 /// Writes the status when it changed, and records the write so its echo
