@@ -30,7 +30,7 @@ use kube::runtime::events::EventType;
 use vrouter_api::constants::reason;
 use vrouter_api::{ConfirmationStatus, Phase, VRouterConfigStatus};
 
-use super::decide::{Clock, Event, Next, Step, set_applied};
+use super::decide::{Clock, Event, Next, Step, applied_step, set_applied};
 
 /// The confirmation is sent only while at least this much is left before
 /// the rollback time: `confirm` itself takes a moment to reach the router,
@@ -144,20 +144,8 @@ pub fn on_checked(status: &VRouterConfigStatus, clock: Clock, checked: Checked) 
     match checked {
         Checked::Confirmed => {
             status.confirmation = None;
-            status.phase = Phase::Applied;
-            status.message = String::new();
-            status.last_applied_time = Some(Time(clock.now));
-            set_applied(&mut status, true, reason::CONFIG_APPLIED, String::new(), clock.now);
             let note = format!("applied and confirmed generation {}", status.observed_generation);
-            Step {
-                status,
-                next: Next::Done,
-                event: Some(Event {
-                    type_: EventType::Normal,
-                    reason: reason::CONFIG_APPLIED,
-                    note,
-                }),
-            }
+            applied_step(status, clock.now, note)
         }
         Checked::Failed(why) => not_confirmed(status, clock, why),
     }

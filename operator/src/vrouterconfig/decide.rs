@@ -148,6 +148,24 @@ pub(super) fn set_applied(
 
 /// The generation failed for `why`: phase Failed, Applied=False with the
 /// message, a warning event, and no retry (a new spec or reboot retries).
+/// The generation applied: phase Applied, `Applied=True`, a Normal event
+/// saying `note`.
+pub(super) fn applied_step(mut status: VRouterConfigStatus, now: Timestamp, note: String) -> Step {
+    status.phase = Phase::Applied;
+    status.message = String::new();
+    status.last_applied_time = Some(Time(now));
+    set_applied(&mut status, true, reason::CONFIG_APPLIED, String::new(), now);
+    Step {
+        status,
+        next: Next::Done,
+        event: Some(Event {
+            type_: EventType::Normal,
+            reason: reason::CONFIG_APPLIED,
+            note,
+        }),
+    }
+}
+
 fn failed_step(mut status: VRouterConfigStatus, why: &'static str, message: String, now: Timestamp) -> Step {
     status.phase = Phase::Failed;
     status.message = message.clone();
@@ -317,20 +335,8 @@ pub fn on_exec_polled(status: &VRouterConfigStatus, clock: Clock, poll: Poll) ->
                 let message = format!("apply script exited with code {code}{detail}");
                 failed_step(status, reason::CONFIG_FAILED, message, clock.now)
             } else {
-                status.phase = Phase::Applied;
-                status.message = String::new();
-                status.last_applied_time = Some(Time(clock.now));
-                set_applied(&mut status, true, reason::CONFIG_APPLIED, String::new(), clock.now);
                 let note = format!("applied generation {}", status.observed_generation);
-                Step {
-                    status,
-                    next: Next::Done,
-                    event: Some(Event {
-                        type_: EventType::Normal,
-                        reason: reason::CONFIG_APPLIED,
-                        note,
-                    }),
-                }
+                applied_step(status, clock.now, note)
             }
         }
     }
