@@ -115,22 +115,25 @@ impl OwnWrites {
         }
     }
 
-    /// Notes what a watch event delivered, for a controller whose own
-    /// writes still wake it: [`OwnWrites::awaiting_echo`] then knows when its
-    /// store has caught up with them.
-    pub fn note_delivered<K: Resource>(&self, event: &watcher::Event<K>) {
-        let _ = self.passes(event);
-    }
-
     /// Whether a write of `object` made less than [`ECHO_WAIT`] ago has not
     /// come back through the watch yet: the store is behind that write.
     pub fn awaiting_echo(&self, object: &impl Resource) -> bool {
         self.awaiting_echo_at(object, Instant::now())
     }
 
+    /// [`OwnWrites::awaiting_echo`] by name, for an object a write of ours
+    /// may have created that the caller has no copy of.
+    pub fn awaiting_echo_of(&self, namespace: &str, name: &str) -> bool {
+        self.awaiting_echo_key(&(Some(namespace.to_owned()), name.to_owned()), Instant::now())
+    }
+
     fn awaiting_echo_at(&self, object: &impl Resource, now: Instant) -> bool {
+        self.awaiting_echo_key(&key_of(object), now)
+    }
+
+    fn awaiting_echo_key(&self, key: &Key, now: Instant) -> bool {
         let mut objects = self.lock();
-        let Some(versions) = objects.get_mut(&key_of(object)) else {
+        let Some(versions) = objects.get_mut(key) else {
             return false;
         };
         versions.pending.retain(|(_, at)| now.duration_since(*at) < ECHO_WAIT);
@@ -201,6 +204,8 @@ mod tests {
         assert!(!own.awaiting_echo(&at("a", "1")), "nothing written");
         own.record(&at("a", "2"));
         assert!(own.awaiting_echo(&at("a", "1")));
+        assert!(own.awaiting_echo_of("net", "a"), "by name too");
+        assert!(!own.awaiting_echo_of("lab", "a"), "same name, another namespace");
         assert!(!own.awaiting_echo(&at("b", "1")), "another object");
         assert!(own.is_echo(&at("a", "2")));
         assert!(!own.awaiting_echo(&at("a", "2")), "the echo came");

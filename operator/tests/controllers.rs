@@ -869,3 +869,181 @@ async fn metrics_served_over_http_move_after_an_apply() {
     assert!(counter(&after, reconciles) > counter(&before, reconciles));
     assert_eq!(counter(&after, "vrouter_apply_observed_seconds_count"), 1);
 }
+
+/// Patches `body` into the status of config `name` as someone other than
+/// the config controller would; returns the version written.
+async fn patch_config_status_as_another_writer(api: &kube::Api<VRouterConfig>, name: &str, body: Value) -> String {
+    let patch = kube::api::Patch::Merge(json!({ "status": body }));
+    let written = api
+        .patch_status(name, &kube::api::PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    written.metadata.resource_version.unwrap()
+}
+
+/// Patches `body` into config `name` (metadata or spec); returns the version written.
+async fn patch_config(api: &kube::Api<VRouterConfig>, name: &str, body: Value) -> String {
+    let written = api
+        .patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(body))
+        .await
+        .unwrap();
+    written.metadata.resource_version.unwrap()
+}
+
+/// A status write as the config controller makes it, recorded as its own.
+async fn write_own_status(
+    client: &kube::Client,
+    api: &kube::Api<VRouterConfig>,
+    own: &vrouter_operator::own_writes::OwnWrites,
+    message: &str,
+) -> String {
+    let current = api.get("c").await.unwrap();
+    let before = current.status.clone().unwrap_or_default();
+    let next = vrouter_api::VRouterConfigStatus {
+        message: message.into(),
+        ..before.clone()
+    };
+    let written = vrouter_operator::status_writes::patch_status(client, &current, Some(&before), &next)
+        .await
+        .unwrap()
+        .expect("the status changed");
+    own.record(&written);
+    written.metadata.resource_version.unwrap()
+}
+
+#[tokio::test]
+async fn the_config_watch_drops_its_own_status_writes_and_passes_every_change_made_by_others() {
+    use futures::StreamExt;
+    let env = vrouter_test_apiserver::TestEnv::shared().await;
+    let ns = env.namespace("ctl-echo").await;
+    let client = env.client();
+    let api = ns.api::<VRouterConfig>();
+    create::<VRouterConfig>(
+        &ns,
+        json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name c\n"}}),
+    )
+    .await;
+    let own = Arc::new(vrouter_operator::own_writes::OwnWrites::default());
+    let (store, writer) = kube::runtime::reflector::store::<VRouterConfig>();
+    let triggers =
+        vrouter_operator::vrouterconfig::config_triggers(api.clone(), &Default::default(), writer, own.clone());
+    let mut triggers = std::pin::pin!(triggers);
+    // Watch events come in the order of their versions: the event after an
+    // own write and someone's change is the change, or the write's echo
+    // passed the filter.
+    let mut next_version = async || -> String {
+        let event = tokio::time::timeout(Duration::from_secs(60), triggers.next())
+            .await
+            .expect("the watch delivers within a minute")
+            .expect("the watch goes on")
+            .expect("no watch error");
+        event.metadata.resource_version.unwrap()
+    };
+    let created = next_version().await;
+    assert_eq!(api.get("c").await.unwrap().metadata.resource_version.unwrap(), created);
+
+    let mut changes = vec![];
+    let own_write = write_own_status(&client, &api, &own, "written by the controller").await;
+    let others_status =
+        patch_config_status_as_another_writer(&api, "c", json!({"phase": "Pending", "message": "drift seen"})).await;
+    changes.push((
+        "a status someone else wrote",
+        others_status.clone(),
+        next_version().await,
+    ));
+    let stored = store.get(&kube::runtime::reflector::ObjectRef::new("c").within(ns.name()));
+    assert_eq!(
+        stored.and_then(|c| c.metadata.resource_version.clone()),
+        Some(others_status),
+        "the store holds every version, the dropped echo ({own_write}) included"
+    );
+    write_own_status(&client, &api, &own, "again by the controller").await;
+    let paused = patch_config(
+        &api,
+        "c",
+        json!({"metadata": {"annotations": {"vrouter.kojuro.date/paused": "true"}}}),
+    )
+    .await;
+    changes.push(("an annotation", paused, next_version().await));
+    write_own_status(&client, &api, &own, "once more by the controller").await;
+    let labelled = patch_config(&api, "c", json!({"metadata": {"labels": {"team": "net"}}})).await;
+    changes.push(("a label", labelled, next_version().await));
+    write_own_status(&client, &api, &own, "and again by the controller").await;
+    let new_spec = patch_config(&api, "c", json!({"spec": {"commands": "set system host-name d\n"}})).await;
+    changes.push(("a new generation", new_spec, next_version().await));
+    for (what, written, delivered) in changes {
+        assert_eq!(
+            delivered, written,
+            "{what} wakes the controller, and nothing before it did"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_config_is_woken_by_an_annotation_a_status_and_a_reboot_stamp_that_others_write() {
+    let site = site("ctl-woken", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    let configs = ns.api::<VRouterConfig>();
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "c", "annotations": {"vrouter.kojuro.date/paused": "true"}},
+               "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}}),
+    )
+    .await;
+    let applies = || {
+        site.routers["r1"]
+            .sandbox
+            .calls()
+            .into_iter()
+            .filter(|c| c.starts_with("set system host-name"))
+            .count()
+    };
+    wait_for(
+        "the finalizer on the paused config",
+        Duration::from_secs(60),
+        || async {
+            let c = configs.get("c").await.ok()?;
+            let finalizers = c.metadata.finalizers.unwrap_or_default();
+            finalizers
+                .iter()
+                .any(|f| f == vrouter_api::constants::FINALIZER)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(applies(), 0, "a paused config applies nothing");
+
+    // The annotation removed by a person.
+    patch_config(
+        &configs,
+        "c",
+        json!({"metadata": {"annotations": {"vrouter.kojuro.date/paused": null}}}),
+    )
+    .await;
+    let applied_after = async |count: usize, what: &str| {
+        wait_for(what, Duration::from_secs(60), || async {
+            let status = configs.get("c").await.ok()?.status?;
+            (status.phase == Phase::Applied && applies() >= count).then_some(())
+        })
+        .await;
+        assert_eq!(applies(), count, "{what}: applied exactly once more");
+    };
+    applied_after(1, "unpaused").await;
+
+    // Drift detection sends the config back to Pending (another writer's status).
+    patch_config_status_as_another_writer(&configs, "c", json!({"phase": "Pending", "message": "drift"})).await;
+    applied_after(2, "sent back to Pending by another writer").await;
+
+    // The ProxmoxCluster controller stamps a reboot on the target.
+    let targets = ns.api::<VRouterTarget>();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    targets
+        .patch_status(
+            "r1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"lastRebootTime": now.to_string()}})),
+        )
+        .await
+        .unwrap();
+    applied_after(3, "the target's reboot stamp").await;
+}

@@ -65,10 +65,12 @@ fn owner_uid(desired: &VRouterConfig) -> Option<&String> {
 
 /// Names of existing configs (found by the binding label) that no target of
 /// the binding wants any more. Deleting one only removes the object; the
-/// router keeps its config, so this is safe at any point of a rollout.
+/// router keeps its config, so this is safe at any point of a rollout. One
+/// already being deleted (its finalizer still on) is not deleted again.
 pub fn orphans<'a>(desired_names: &HashSet<String>, existing: &'a [VRouterConfig]) -> Vec<&'a str> {
     existing
         .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter_map(|c| c.metadata.name.as_deref())
         .filter(|name| !desired_names.contains(*name))
         .collect()
@@ -197,10 +199,14 @@ mod tests {
     #[test]
     fn orphans_are_existing_configs_no_target_wants() {
         let b = simple();
-        let existing = vec![
+        let mut existing = vec![
             desired_config(&b, "a", String::new(), String::new()),
             desired_config(&b, "gone", String::new(), String::new()),
+            desired_config(&b, "going", String::new(), String::new()),
         ];
+        existing[2].metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
         let desired: HashSet<String> = ["bgp.a".to_owned(), "bgp.b".to_owned()].into();
         assert_eq!(orphans(&desired, &existing), ["bgp.gone"]);
     }

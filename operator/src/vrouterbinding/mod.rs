@@ -11,23 +11,29 @@ mod writes;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use futures::TryStreamExt;
 use kube::ResourceExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
 
 use crate::context::Context;
+use crate::own_writes::OwnWrites;
 use crate::reconciler::{self, Scope, Shutdown};
 use resolve::Referents;
 
 pub use reconcile::CONTROLLER;
 
 /// What the binding reconciler reads besides the binding: the shared
-/// [`Context`], and the templates, params and targets as the watches that
-/// wake it have them.
+/// [`Context`], the templates, params and targets as the watches that wake
+/// it have them, the configs as its watch of the configs has them, and the
+/// versions its own config writes produced (until their echoes are in, the
+/// config store is behind them).
 pub struct BindingContext {
     shared: Arc<Context>,
     referents: Referents,
+    configs: Store<VRouterConfig>,
+    config_writes: Arc<OwnWrites>,
 }
 
 impl Deref for BindingContext {
@@ -57,8 +63,10 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let (templates, template_events) = reflected::<VRouterTemplate>(scope, &wc);
     let (params, params_events) = reflected::<VRouterParams>(scope, &wc);
     let (targets, target_events) = reflected::<VRouterTarget>(scope, &wc);
+    let config_writes = Arc::new(OwnWrites::default());
+    let (configs, config_events) = configs_reflected(scope, &wc, config_writes.clone());
     let controller = controller
-        .owns(scope.api::<VRouterConfig>(), wc)
+        .owns_stream(config_events)
         .watches_stream(template_events, move |t| {
             referencing(&by_template, ReferencedKind::Template, &t)
         })
@@ -75,6 +83,8 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
             params,
             targets,
         },
+        configs,
+        config_writes,
     });
     reconciler::run::<reconcile::BindingReconciler>(controller, ctx, shutdown).await;
 }
@@ -100,6 +110,29 @@ where
     let events = watcher(scope.api::<K>(), wc.clone())
         .default_backoff()
         .reflect(writer)
+        .touched_objects();
+    (store, events)
+}
+
+/// A store of every VRouterConfig in the scope, and the events that wake
+/// their owners. Each event also tells `writes` that the store caught up
+/// with a write of the binding's own; a config's own events all wake its
+/// binding (its status decides a rollout's next step).
+fn configs_reflected(
+    scope: &Scope,
+    wc: &watcher::Config,
+    writes: Arc<OwnWrites>,
+) -> (
+    Store<VRouterConfig>,
+    impl futures::Stream<Item = Result<VRouterConfig, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = reflector::store::<VRouterConfig>();
+    let events = watcher(scope.api::<VRouterConfig>(), wc.clone())
+        .default_backoff()
+        .reflect(writer)
+        .inspect_ok(move |event| {
+            let _ = writes.passes(event);
+        })
         .touched_objects();
     (store, events)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -24,8 +24,8 @@ use super::{BindingContext, decide};
 use crate::conditions::{self, Wanted};
 use crate::context::Context;
 use crate::metrics::StateLabels;
-use crate::reconciler::Reconciler;
-use crate::{finalizers, status_writes};
+use crate::reconciler::{self, Reconciler};
+use crate::{finalizers, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterbinding";
 
@@ -190,6 +190,14 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
         // now would read the cache from before it.
         return Ok(Action::await_change());
     }
+    let namespace = binding.namespace().unwrap_or_default();
+    if awaiting_own_writes(ctx, binding, &namespace) {
+        // The config store is behind a write of this binding's own: from
+        // it, a config just created would look missing (and be created
+        // again), one just patched would look unchanged. Look again once
+        // the echoes are in.
+        return Ok(Action::requeue(reconciler::CONFLICT_RETRY));
+    }
     let desired = match render(ctx, binding).await {
         Ok(desired) => desired,
         Err(RenderError::Resolve(ResolveError::Kube(e))) => return Err(e.into()),
@@ -203,14 +211,48 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
             return Ok(Action::requeue(UNRENDERABLE_RETRY));
         }
     };
-    let configs: Api<VRouterConfig> = Api::namespaced(ctx.client.clone(), &binding.namespace().unwrap_or_default());
-    let selector = format!("{LABEL_BINDING}={}", binding.name_any());
-    let existing = configs.list(&ListParams::default().labels(&selector)).await?.items;
+    let configs: Api<VRouterConfig> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(existing) = generated_configs(ctx, binding, &namespace).await else {
+        // The config watch ended: the process is shutting down.
+        return Ok(Action::await_change());
+    };
     delete_orphans(&configs, binding, &desired, &existing).await?;
     let by_name: HashMap<String, &VRouterConfig> = existing.iter().map(|c| (c.name_any(), c)).collect();
     let decision = decide_rollout(binding, &desired, &by_name)?;
     carry_out(ctx, binding, &configs, &desired, &by_name, &decision).await?;
     Ok(decide::next_action(decision.requeue_after()))
+}
+
+/// Whether a config write of this binding's own has not come back through
+/// the config watch yet (each target's config, by the name it is given).
+fn awaiting_own_writes(ctx: &BindingContext, binding: &VRouterBinding, namespace: &str) -> bool {
+    binding.spec.target_refs.iter().any(|target| {
+        ctx.config_writes
+            .awaiting_echo_of(namespace, &binding.config_name(&target.name))
+    })
+}
+
+/// The configs carrying the binding's label, from the config watch's store
+/// once its first list is in (a LIST per reconcile before: most of a
+/// rollout's reads); `None` when the watch is gone.
+async fn generated_configs(
+    ctx: &BindingContext,
+    binding: &VRouterBinding,
+    namespace: &str,
+) -> Option<Vec<VRouterConfig>> {
+    if !stores::ready(&ctx.configs).await {
+        return None;
+    }
+    let name = binding.name_any();
+    let generated = ctx
+        .configs
+        .state()
+        .iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(namespace))
+        .filter(|c| c.labels().get(LABEL_BINDING) == Some(&name))
+        .map(|c| (**c).clone())
+        .collect();
+    Some(generated)
 }
 
 /// Deletes the configs no target wants any more. The routers keep their
@@ -271,7 +313,7 @@ fn decide_rollout(
 /// Performs `decision`: the writes it asks for and the Ready condition,
 /// with the rollout's metrics and events.
 async fn carry_out(
-    ctx: &Context,
+    ctx: &BindingContext,
     binding: &VRouterBinding,
     configs: &Api<VRouterConfig>,
     desired: &[VRouterConfig],
@@ -296,7 +338,7 @@ async fn carry_out(
                 .iter()
                 .map(|&i| (&desired[i], existing_of(&desired[i])))
                 .collect();
-            write_all(configs, writes).await?;
+            write_all(configs, &ctx.config_writes, writes).await?;
             set_status(ctx, binding, wanted, None, false).await?;
         }
         Decision::StampThenWrite { target, frontier, .. } => {
@@ -307,7 +349,13 @@ async fn carry_out(
                 last_update_time: Some(Time(frontier.stamped_at)),
             };
             set_status(ctx, binding, wanted, Some(stamp), false).await?;
-            write_config(configs, &desired[*target], existing_of(&desired[*target])).await?;
+            write_config(
+                configs,
+                &ctx.config_writes,
+                &desired[*target],
+                existing_of(&desired[*target]),
+            )
+            .await?;
             rollouts("in_progress");
         }
         Decision::Requeue { .. } => {

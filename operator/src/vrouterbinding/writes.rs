@@ -8,6 +8,7 @@ use vrouter_api::{VRouterConfig, VRouterConfigSpec};
 
 use super::decide;
 use super::reconcile::Error;
+use crate::own_writes::OwnWrites;
 use crate::status_writes;
 
 /// Config writes of one binding in flight at once.
@@ -17,6 +18,7 @@ const WRITE_CONCURRENCY: usize = 16;
 /// [`WRITE_CONCURRENCY`] at a time; the first error ends the batch.
 pub async fn write_all(
     api: &Api<VRouterConfig>,
+    own: &OwnWrites,
     writes: Vec<(&VRouterConfig, Option<&VRouterConfig>)>,
 ) -> Result<(), Error> {
     let mut pending = futures::stream::FuturesUnordered::new();
@@ -24,7 +26,7 @@ pub async fn write_all(
     loop {
         while pending.len() < WRITE_CONCURRENCY {
             let Some((desired, existing)) = queue.next() else { break };
-            pending.push(write_config(api, desired, existing));
+            pending.push(write_config(api, own, desired, existing));
         }
         match pending.next().await {
             Some(result) => result?,
@@ -33,14 +35,17 @@ pub async fn write_all(
     }
 }
 
+/// Creates or patches one config; the object written is recorded in `own`,
+/// so that the binding's next reconcile waits for the config store to hold it.
 pub async fn write_config(
     api: &Api<VRouterConfig>,
+    own: &OwnWrites,
     desired: &VRouterConfig,
     existing: Option<&VRouterConfig>,
 ) -> Result<(), Error> {
     match existing {
         None => match api.create(&PostParams::default(), desired).await {
-            Ok(_) => {}
+            Ok(created) => own.record(&created),
             // Existing configs are found by the binding's label: one of its
             // own whose label was removed is found only now. It is put
             // right; a config of that name the binding does not control is
@@ -50,7 +55,7 @@ pub async fn write_config(
                 if !decide::controlled_by_the_same_owner(&current, desired) {
                     return Err(kube::Error::Api(e).into());
                 }
-                patch_config(api, &current, desired).await?;
+                patch_config(api, own, &current, desired).await?;
             }
             Err(e) => return Err(e.into()),
         },
@@ -63,14 +68,19 @@ pub async fn write_config(
                     desired.name_any()
                 )));
             }
-            patch_config(api, current, desired).await?
+            patch_config(api, own, current, desired).await?
         }
         Some(_) => {}
     }
     Ok(())
 }
 
-async fn patch_config(api: &Api<VRouterConfig>, current: &VRouterConfig, desired: &VRouterConfig) -> Result<(), Error> {
+async fn patch_config(
+    api: &Api<VRouterConfig>,
+    own: &OwnWrites,
+    current: &VRouterConfig,
+    desired: &VRouterConfig,
+) -> Result<(), Error> {
     let patch = serde_json::json!({
         "metadata": {
             "labels": desired.metadata.labels,
@@ -82,8 +92,10 @@ async fn patch_config(api: &Api<VRouterConfig>, current: &VRouterConfig, desired
         // (applied again with the next change).
         "spec": status_writes::merge_patch(&json_of(&current.spec), &json_of(&desired.spec)),
     });
-    api.patch(&desired.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+    let written = api
+        .patch(&desired.name_any(), &PatchParams::default(), &Patch::Merge(patch))
         .await?;
+    own.record(&written);
     Ok(())
 }
 

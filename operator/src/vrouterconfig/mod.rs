@@ -6,6 +6,7 @@
 mod confirm;
 pub mod decide;
 pub mod one_apply_per_router;
+pub mod recently_ready;
 mod reconcile;
 pub mod status_object_retry;
 pub mod status_sweep;
@@ -25,6 +26,7 @@ use crate::context::Context;
 use crate::own_writes::OwnWrites;
 use crate::reconciler::{self, Scope, Shutdown};
 use crate::vroutertarget;
+use recently_ready::{RecentlyReady, RouterKey};
 
 pub use reconcile::CONTROLLER;
 pub(crate) use reconcile::summarised;
@@ -40,6 +42,7 @@ pub struct ConfigContext {
     configs: Store<VRouterConfig>,
     targets: Store<VRouterTarget>,
     own_writes: Arc<OwnWrites>,
+    recently_ready: Arc<RecentlyReady>,
 }
 
 impl Deref for ConfigContext {
@@ -57,9 +60,8 @@ impl AsRef<Context> for ConfigContext {
 }
 
 /// Runs the VRouterConfig controller until `shutdown`. Every change of a
-/// config wakes it, its own status writes included (their versions are
-/// noted in [`OwnWrites`], so that a reconcile woken before one is in the
-/// store waits for it). A target's change (vmRunning, lastRebootTime) concerns
+/// config wakes it except the echoes of its own status writes (see
+/// [`config_triggers`]). A target's change (vmRunning, lastRebootTime) concerns
 /// every config that points at it; so does a change of the KubeVirt VMI a
 /// target names, when this cluster serves KubeVirt: a restarted VM is a new
 /// VMI, and the config learns of it from that VMI's events even while the
@@ -68,16 +70,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let wc = watcher::Config::default();
     let own_writes = Arc::new(OwnWrites::default());
     let (configs, configs_writer) = reflector::store::<VRouterConfig>();
-    let echoes = own_writes.clone();
-    let config_events = watcher(scope.api::<VRouterConfig>(), wc.clone())
-        .default_backoff()
-        .reflect(configs_writer)
-        // Its own status writes still wake it (an echo-filtered config
-        // controller stalled a KubeVirt config in vmi_watch.rs, cause not yet
-        // found); a reconcile woken before its last write is in the store
-        // waits for it instead of deciding from the store.
-        .inspect_ok(move |event| echoes.note_delivered(event))
-        .applied_objects();
+    let config_events = config_triggers(scope.api::<VRouterConfig>(), &wc, configs_writer, own_writes.clone());
     let controller = Controller::for_stream(config_events, configs.clone())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.configs));
     let (targets, targets_writer) = reflector::store::<VRouterTarget>();
@@ -89,6 +82,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let controller = controller.watches_stream(target_events, move |target| {
         configs_of_targets(by_target.state().iter().map(|c| &**c), [&target])
     });
+    let recently_ready = Arc::new(RecentlyReady::default());
     let controller = match vroutertarget::vmi_resource(&scope.client).await {
         Some(resource) => {
             let (by_vmi, targets) = (configs.clone(), targets.clone());
@@ -96,6 +90,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
                 Some(ns) => Api::<DynamicObject>::namespaced_with(scope.client.clone(), ns, &resource),
                 None => Api::<DynamicObject>::all_with(scope.client.clone(), &resource),
             };
+            let recently_ready = recently_ready.clone();
             controller.watches_with(vmis, resource, wc, move |vmi| {
                 let (targets, configs) = (targets.state(), by_vmi.state());
                 let named = vroutertarget::targets_naming_vmi(
@@ -103,6 +98,11 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
                     &vmi.name_any(),
                     targets.iter().map(|t| &**t),
                 );
+                // A VMI that changed may be a VM restarted a moment ago, its
+                // agent not up yet: what it answered before counts no more.
+                for router in named.iter().filter_map(|t| RouterKey::of(t)) {
+                    recently_ready.forget(&router);
+                }
                 configs_of_targets(configs.iter().map(|c| &**c), named)
             })
         }
@@ -114,12 +114,38 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
         configs,
         targets,
         own_writes,
+        recently_ready,
     });
     // Every Applied config has its VRouterStatus, however it became Applied.
     futures::join!(
         reconciler::run::<reconcile::ConfigReconciler>(controller, ctx.clone(), shutdown.clone()),
         status_sweep::run(&ctx, swept, scope, shutdown.clone()),
     );
+}
+
+/// The config watch's events that wake the controller, after `writer` has
+/// stored each of them. A status write of the controller's own comes back
+/// as an event of exactly the version the write returned (recorded in
+/// `own_writes`): that event is dropped, since it only shows what the
+/// reconcile that wrote it had decided, and reconciling it again read the
+/// router again for nothing (most of the 5.7 reconciles per config in
+/// issue 25's run). Every other change has a version of its own and
+/// passes: a new generation, a label or an annotation (paused), the
+/// finalizer patch (not a status write), a status someone else wrote
+/// (drift detection sending the config back to Pending), a deletion, and
+/// every object of a relist. An echo that overtakes its write's response
+/// passes too: one reconcile too many, never one too few.
+pub fn config_triggers(
+    api: Api<VRouterConfig>,
+    wc: &watcher::Config,
+    writer: reflector::store::Writer<VRouterConfig>,
+    own_writes: Arc<OwnWrites>,
+) -> impl futures::Stream<Item = Result<VRouterConfig, watcher::Error>> + Send + 'static {
+    watcher(api, wc.clone())
+        .default_backoff()
+        .reflect(writer)
+        .try_filter(move |event| std::future::ready(own_writes.passes(event)))
+        .applied_objects()
 }
 
 /// The configs that point at one of `targets` (same namespace, by name).

@@ -13,6 +13,7 @@ use kube::{Resource, ResourceExt};
 use vrouter_api::constants::FINALIZER;
 use vrouter_api::{
     ConfirmationStatus, ControllerRef, NameRef, VRouterConfig, VRouterConfigStatus, VRouterStatus, VRouterStatusSpec,
+    VRouterTarget,
 };
 use vrouter_providers::{ExecHandle, ExecStatus, Provider, ProviderError};
 
@@ -20,6 +21,7 @@ use super::ConfigContext;
 use super::confirm::{self, Checked, Stage};
 use super::decide::{self, Clock, Next, Poll, Step};
 use super::one_apply_per_router::{Router, in_flight_elsewhere};
+use super::recently_ready::{self, RouterKey};
 use crate::context::Context;
 use crate::metrics::ResultLabels;
 use crate::reconciler::{self, Reconciler};
@@ -94,7 +96,8 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
     if ctx.own_writes.awaiting_echo(config) {
         // The store is behind this controller's own last status write: a
         // decision from it would redo what that write recorded, and its
-        // write would be a conflict. Look again once the echo is in.
+        // write would be a conflict. The echo itself wakes nothing (see
+        // `config_triggers`), so look again shortly.
         return Ok(Action::requeue(reconciler::CONFLICT_RETRY));
     }
     if finalizers::ensure_finalizer(&ctx.client, config, FINALIZER).await? {
@@ -182,18 +185,21 @@ impl<'a> Apply<'a> {
         {
             return self.wait_for_router(&other).await;
         }
-        if let Some(action) = self.unless_ready(&*provider).await? {
+        if let Some(action) = self.unless_ready(&*provider, &target).await? {
             return Ok(action);
         }
         if self.status.exec_pid > 0 {
-            return self.poll(&*provider).await;
+            return self.poll(&*provider, RouterKey::of(&target)).await;
         }
         self.dispatch(&*provider, generation, last_reboot.as_ref()).await
     }
 
     /// `None` when the VM runs and the router is ready; else what the
-    /// status becomes meanwhile.
-    async fn unless_ready(&self, provider: &dyn Provider) -> Result<Option<Action>, Error> {
+    /// status becomes meanwhile. Whether the VM runs is asked every time
+    /// (one call; it also tells an unreachable agent from an apply that
+    /// ended); the readiness check is skipped for a router that passed it a
+    /// moment ago (`recently_ready`).
+    async fn unless_ready(&self, provider: &dyn Provider, target: &VRouterTarget) -> Result<Option<Action>, Error> {
         let running = match provider.is_vm_running().await {
             Ok(running) => running,
             // A role that lacks a permission needs a person, like a missing target.
@@ -213,7 +219,20 @@ impl<'a> Apply<'a> {
                 .await
                 .map(Some);
         }
-        if let Err(e) = provider.check_ready().await {
+        let router = RouterKey::of(target);
+        let last_boot = target.status.as_ref().and_then(|s| s.last_reboot_time.as_ref());
+        let answered = router.as_ref().and_then(|r| self.ctx.recently_ready.answered(r));
+        if !recently_ready::check_due(answered, Timestamp::now(), last_boot.map(|t| t.0)) {
+            return Ok(None);
+        }
+        let checked = provider.check_ready().await;
+        if let Some(router) = router {
+            match &checked {
+                Ok(()) => self.ctx.recently_ready.record(router, Timestamp::now()),
+                Err(_) => self.ctx.recently_ready.forget(&router),
+            }
+        }
+        if let Err(e) = checked {
             if e.is_forbidden() {
                 return self.cannot_reach(&e).await.map(Some);
             }
@@ -225,8 +244,12 @@ impl<'a> Apply<'a> {
 
     /// Polls the apply in flight. It holds its router until its result is
     /// in; a process that restarted mid-apply takes the hold again here.
-    async fn poll(&self, provider: &dyn Provider) -> Result<Action, Error> {
+    async fn poll(&self, provider: &dyn Provider, router: Option<RouterKey>) -> Result<Action, Error> {
         let poll = to_poll(provider.get_exec_status(ExecHandle(self.status.exec_pid)).await);
+        if let (Some(router), Poll::Lost | Poll::Error(_) | Poll::Ended { .. }) = (router, &poll) {
+            // The agent lost the apply or did not answer: check it again first.
+            self.ctx.recently_ready.forget(&router);
+        }
         let step = decide::on_exec_polled(&self.status, self.clock, poll);
         record_apply_end(self.ctx, &self.status, &step, self.clock.now);
         let step = confirm::after_script(step, self.clock);
