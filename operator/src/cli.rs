@@ -126,6 +126,11 @@ pub struct Args {
     #[arg(long, env = "CLUSTER_CONCURRENCY", default_value_t = Concurrency::default().clusters, value_parser = at_least_one())]
     pub cluster_concurrency: u16,
 
+    /// Targets one ProxmoxCluster sync updates at once (each reads its
+    /// guest's uptime when checkGuestUptime is on, and writes its status).
+    #[arg(long, env = "CLUSTER_SWEEP_CONCURRENCY", default_value_t = Concurrency::default().cluster_sweep, value_parser = at_least_one())]
+    pub cluster_sweep_concurrency: u16,
+
     /// Watch only this namespace instead of the whole cluster.
     #[arg(long, env = "WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
@@ -143,6 +148,7 @@ impl Args {
             targets: self.target_concurrency,
             bindings: self.binding_concurrency,
             clusters: self.cluster_concurrency,
+            cluster_sweep: self.cluster_sweep_concurrency,
         }
     }
 }
@@ -288,6 +294,7 @@ mod tests {
             "--target-concurrency=6",
             "--binding-concurrency=2",
             "--cluster-concurrency=1",
+            "--cluster-sweep-concurrency=5",
         ])
         .unwrap();
         let expected = Concurrency {
@@ -296,9 +303,12 @@ mod tests {
             targets: 6,
             bindings: 2,
             clusters: 1,
+            cluster_sweep: 5,
         };
         assert_eq!(args.concurrency(), expected);
-        let err = Args::try_parse_from(["vrouter-operator", "--config-concurrency=0"]).unwrap_err();
-        assert!(err.to_string().contains("--config-concurrency"), "{err}");
+        for flag in ["--config-concurrency", "--cluster-sweep-concurrency"] {
+            let err = Args::try_parse_from(["vrouter-operator", &format!("{flag}=0")]).unwrap_err();
+            assert!(err.to_string().contains(flag), "{err}");
+        }
     }
 }

@@ -71,6 +71,9 @@ pub struct Concurrency {
     pub bindings: u16,
     /// ProxmoxClusters: each lists its cluster's VMs.
     pub clusters: u16,
+    /// Targets one ProxmoxCluster sync updates at once: each reads its
+    /// guest's uptime (`checkGuestUptime`) and writes its status.
+    pub cluster_sweep: u16,
 }
 
 impl Default for Concurrency {
@@ -81,6 +84,7 @@ impl Default for Concurrency {
             targets: 32,
             bindings: 4,
             clusters: 4,
+            cluster_sweep: 16,
         }
     }
 }

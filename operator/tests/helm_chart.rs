@@ -288,6 +288,7 @@ fn each_controllers_concurrency_is_a_value_defaulting_to_the_binarys() {
         ("targets", "TARGET_CONCURRENCY", defaults.targets),
         ("bindings", "BINDING_CONCURRENCY", defaults.bindings),
         ("clusters", "CLUSTER_CONCURRENCY", defaults.clusters),
+        ("clusterSweep", "CLUSTER_SWEEP_CONCURRENCY", defaults.cluster_sweep),
     ];
     for (value, env, default) in cases {
         assert_eq!(env_value(&[], env), default.to_string(), "{value}");

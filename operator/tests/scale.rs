@@ -11,8 +11,9 @@
 //! only this test (plus the harness's one watch, named in the report).
 //!
 //! Knobs (environment): `VROUTER_SCALE_TARGETS` (100), `VROUTER_SCALE_AGENTS`
-//! (10), `VROUTER_SCALE_IDLE_SECS` (30), `VROUTER_BENCH_OUT` (a JSON file to
-//! write the figures to).
+//! (10), `VROUTER_SCALE_IDLE_SECS` (30), `VROUTER_SCALE_CONFIG_CONCURRENCY`
+//! and `VROUTER_SCALE_SWEEP_CONCURRENCY` (the operator's defaults),
+//! `VROUTER_BENCH_OUT` (a JSON file to write the figures to).
 
 mod common;
 
@@ -148,6 +149,20 @@ impl OperatorCounts {
             .collect::<serde_json::Map<_, _>>()
             .into()
     }
+}
+
+/// How long no write must come for the startup to count as quiet.
+const STARTUP_QUIET: Duration = Duration::from_secs(3);
+
+/// The production settings, with the concurrency knobs the measurements
+/// behind their defaults turn (docs/operations.md):
+/// `VROUTER_SCALE_CONFIG_CONCURRENCY`, `VROUTER_SCALE_SWEEP_CONCURRENCY`.
+fn settings() -> Settings {
+    let defaults = Settings::default().concurrency;
+    let mut settings = Settings::default();
+    settings.concurrency.configs = knob("VROUTER_SCALE_CONFIG_CONCURRENCY", defaults.configs.into()) as u16;
+    settings.concurrency.cluster_sweep = knob("VROUTER_SCALE_SWEEP_CONCURRENCY", defaults.cluster_sweep.into()) as u16;
+    settings
 }
 
 fn knob(name: &str, default: u64) -> u64 {
@@ -426,6 +441,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     let namespace = ns.name().to_owned();
     let paths = fleet.paths.clone();
     let cpu_at_start = cpu_seconds_of_threads("operator");
+    let operator_started = Instant::now();
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
     let metrics = Metrics::new();
     let counted = Counted(metrics.clone());
@@ -435,15 +451,16 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
             lookup: CachedLookup::new(KubeLookup::new(client.clone()), lookup_cache::DEFAULT_TTL),
             paths,
         });
-        let ctx = Arc::new(Context::new(client, metrics, Settings::default(), providers));
+        let ctx = Arc::new(Context::new(client, metrics, settings(), providers));
         controllers::run(ctx, Some(namespace), async move {
             let _ = stopped.wait_for(|s| *s).await;
         })
         .await;
     });
     // Startup: every target's first VM poll and the cluster's first sync.
-    let startup_quiet = settle(&admin, Duration::from_secs(3), Duration::from_secs(120)).await;
+    let startup_quiet = settle(&admin, STARTUP_QUIET, Duration::from_secs(120)).await;
     let cpu_after_startup = cpu_seconds_of_threads("operator");
+    let startup_seconds = operator_started.elapsed().saturating_sub(STARTUP_QUIET).as_secs_f64();
 
     let seen = Arc::new(Mutex::new(Seen::default()));
     let watch = watch_configs(ns.api::<VRouterConfig>(), seen.clone());
@@ -518,6 +535,9 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         "configs_written_seconds": written.as_secs_f64(),
         "written_vs_raw_ratio": written.as_secs_f64() / raw_seconds,
         "all_applied_seconds": applied.as_secs_f64(),
+        "startup_to_quiet_seconds": startup_seconds,
+        "config_concurrency": settings().concurrency.configs,
+        "cluster_sweep_concurrency": settings().concurrency.cluster_sweep,
         "operator_cpu_seconds_startup": cpu_after_startup - cpu_at_start,
         "operator_cpu_seconds_apply": cpu_after_apply - cpu_after_startup,
         "operator_cpu_seconds_idle": cpu_after_idle - cpu_after_apply,

@@ -5,11 +5,12 @@
 pub mod decide;
 mod reconcile;
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use vrouter_api::{ProxmoxCluster, VRouterTarget};
 
 use crate::context::Context;
@@ -17,15 +18,41 @@ use crate::reconciler::{self, Scope, Shutdown};
 
 pub use reconcile::CONTROLLER;
 
+/// What the cluster reconciler reads besides the cluster: the shared
+/// [`Context`] and the targets as the watch that wakes it has them (a LIST
+/// of the namespace's targets per sync before, idle or not).
+pub struct ClusterContext {
+    shared: Arc<Context>,
+    targets: Store<VRouterTarget>,
+}
+
+impl Deref for ClusterContext {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        &self.shared
+    }
+}
+
+impl AsRef<Context> for ClusterContext {
+    fn as_ref(&self) -> &Context {
+        &self.shared
+    }
+}
+
 /// Runs the ProxmoxCluster controller until `shutdown`. A target wakes the
 /// cluster its clusterRef names (same namespace only), so a new target gets
 /// its node promptly.
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
+    let (targets, writer) = reflector::store::<VRouterTarget>();
+    let target_events = watcher(scope.api::<VRouterTarget>(), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
     let controller = Controller::new(scope.api::<ProxmoxCluster>(), watcher::Config::default())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.clusters))
-        .watches(scope.api::<VRouterTarget>(), watcher::Config::default(), |target| {
-            cluster_of(&target)
-        });
+        .watches_stream(target_events, |target| cluster_of(&target));
+    let ctx = Arc::new(ClusterContext { shared: ctx, targets });
     reconciler::run::<reconcile::ClusterReconciler>(controller, ctx, shutdown).await;
 }
 

@@ -2,12 +2,14 @@
 //! `/cluster/resources`, then keeps each referencing VRouterTarget's
 //! `proxmoxNode` and `lastRebootTime` current, writing only what changed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::TryStreamExt;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{FINALIZER, condition, reason};
@@ -15,11 +17,12 @@ use vrouter_api::{ProxmoxCluster, VRouterTarget};
 use vrouter_providers::factory::{ClusterClientError, proxmox_cluster_client};
 use vrouter_providers::{FactoryContext, KubeLookup};
 
+use super::ClusterContext;
 use super::decide::{self, VmResource};
 use crate::conditions::{self, Wanted};
 use crate::context::Context;
 use crate::reconciler::{self, Reconciler};
-use crate::{finalizers, status_writes};
+use crate::{finalizers, status_writes, stores};
 
 pub const CONTROLLER: &str = "proxmoxcluster";
 
@@ -48,15 +51,15 @@ pub struct ClusterReconciler;
 
 impl Reconciler for ClusterReconciler {
     type Object = ProxmoxCluster;
-    type Context = Context;
+    type Context = ClusterContext;
     type Error = Error;
     const NAME: &'static str = CONTROLLER;
 
-    async fn reconcile(cluster: Arc<ProxmoxCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    async fn reconcile(cluster: Arc<ProxmoxCluster>, ctx: Arc<ClusterContext>) -> Result<Action, Error> {
         reconcile(&cluster, &ctx).await
     }
 
-    fn retry_after(error: &Error, _ctx: &Context) -> Duration {
+    fn retry_after(error: &Error, _ctx: &ClusterContext) -> Duration {
         match error {
             Error::Kube(e) if reconciler::is_conflict(e) => reconciler::CONFLICT_RETRY,
             _ => Duration::from_secs(5),
@@ -72,7 +75,7 @@ fn sync_interval(cluster: &ProxmoxCluster) -> Duration {
     cluster.spec.sync_interval.to_std().max(MIN_SYNC_INTERVAL)
 }
 
-async fn reconcile(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile(cluster: &ProxmoxCluster, ctx: &ClusterContext) -> Result<Action, Error> {
     if cluster.meta().deletion_timestamp.is_some() {
         // Nothing to clean up: the targets keep their last observed node.
         finalizers::remove_finalizer(&ctx.client, cluster, FINALIZER).await?;
@@ -84,12 +87,16 @@ async fn reconcile(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Action, Er
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
     let interval = sync_interval(cluster);
-    let targets: Vec<VRouterTarget> = Api::<VRouterTarget>::namespaced(ctx.client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
+    if !stores::ready(&ctx.targets).await {
+        // The target watch ended: the process is shutting down.
+        return Ok(Action::await_change());
+    }
+    let targets: Vec<VRouterTarget> = ctx
+        .targets
+        .state()
+        .iter()
         .filter(|t| decide::references(t, &namespace, &name))
+        .map(|t| (**t).clone())
         .collect();
     let current = cluster.status.clone().unwrap_or_default();
     // A spec not yet observed (other endpoints or credentials) is synced now.
@@ -179,7 +186,12 @@ async fn read_cluster(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Vec<VmR
         .collect())
 }
 
-/// Step 4: node and reboot time of every referencing target.
+/// Step 4: node and reboot time of every referencing target, up to
+/// `ctx.settings.concurrency.cluster_sweep` of them at once: with
+/// `checkGuestUptime` each is a guest agent round trip (up to
+/// [`GUEST_UPTIME_TIMEOUT`]), and one after another a restart over 1,000
+/// targets spent most of its first minutes here. The first failed write
+/// ends the sweep (the reconcile is retried).
 async fn sync_targets(
     cluster: &ProxmoxCluster,
     ctx: &Context,
@@ -190,37 +202,72 @@ async fn sync_targets(
     // The uptimes were read just now; the boot time is derived from this.
     let observed_at = Timestamp::now();
     let index = decide::index_by_vmid(vms);
-    for target in targets {
+    let sweep = Sweep {
+        cluster,
+        ctx,
+        index: &index,
+        observed_at,
+        interval,
+    };
+    bounded(targets, ctx.settings.concurrency.cluster_sweep, |target| {
+        sweep.sync_target(target)
+    })
+    .await
+}
+
+/// `each` over `items`, up to `bound` at once (at least one); the first
+/// error ends the run.
+async fn bounded<'a, T, E, Fut>(items: &'a [T], bound: u16, each: impl Fn(&'a T) -> Fut) -> Result<(), E>
+where
+    Fut: std::future::Future<Output = Result<(), E>>,
+{
+    futures::stream::iter(items.iter().map(Ok))
+        .try_for_each_concurrent(usize::from(bound.max(1)), each)
+        .await
+}
+
+/// What one sync knows about the cluster's VMs.
+struct Sweep<'a> {
+    cluster: &'a ProxmoxCluster,
+    ctx: &'a Context,
+    index: &'a HashMap<i64, VmResource>,
+    observed_at: Timestamp,
+    interval: Duration,
+}
+
+impl Sweep<'_> {
+    /// One target's node and reboot time, written when they changed.
+    async fn sync_target(&self, target: &VRouterTarget) -> Result<(), Error> {
         let Some(vmid) = target.spec.provider.proxmox.as_ref().map(|p| p.vmid) else {
-            continue;
+            return Ok(());
         };
         let current = target.status.clone().unwrap_or_default();
         let mut next = current.clone();
-        next.proxmox_node = decide::node_for(&index, vmid);
-        let uptime = index.get(&vmid).map(|vm| vm.uptime_secs).unwrap_or(0);
+        next.proxmox_node = decide::node_for(self.index, vmid);
+        let uptime = self.index.get(&vmid).map(|vm| vm.uptime_secs).unwrap_or(0);
         if let Some(boot) = decide::detect_reboot(
             Duration::from_secs(uptime),
-            observed_at,
-            interval,
+            self.observed_at,
+            self.interval,
             next.last_reboot_time.as_ref(),
         ) {
             next.last_reboot_time = Some(boot);
         }
         // A guest-initiated reboot keeps the QEMU process (and its uptime):
         // only the guest's own clock shows it. A stopped VM has no agent.
-        if cluster.spec.check_guest_uptime && uptime > 0 {
+        if self.cluster.spec.check_guest_uptime && uptime > 0 {
             let mut fresh = target.clone();
             fresh.status = Some(next.clone());
-            if let Some((guest_uptime, read_at)) = guest_uptime(ctx, &fresh).await
+            if let Some((guest_uptime, read_at)) = guest_uptime(self.ctx, &fresh).await
                 && let Some(boot) =
-                    decide::detect_reboot(guest_uptime, read_at, interval, next.last_reboot_time.as_ref())
+                    decide::detect_reboot(guest_uptime, read_at, self.interval, next.last_reboot_time.as_ref())
             {
                 next.last_reboot_time = Some(boot);
             }
         }
-        status_writes::patch_status(&ctx.client, target, Some(&current), &next).await?;
+        status_writes::patch_status(&self.ctx.client, target, Some(&current), &next).await?;
+        Ok(())
     }
-    Ok(())
 }
 
 /// The guest's uptime and when it was read back, or `None` (logged) when the
@@ -241,5 +288,44 @@ async fn guest_uptime(ctx: &Context, target: &VRouterTarget) -> Option<(Duration
             tracing::warn!(target = %name, "reading the guest's uptime took longer than 10 s");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_sweep_runs_up_to_its_bound_at_once_and_never_more() {
+        let (in_flight, peak, started) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
+        let (gate, opened) = tokio::sync::watch::channel(0usize);
+        let items: Vec<usize> = (0..8).collect();
+        let sweep = bounded(&items, 3, |_| {
+            let mut opened = opened.clone();
+            let (in_flight, peak, started, gate) = (&in_flight, &peak, &started, &gate);
+            async move {
+                peak.fetch_max(in_flight.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                gate.send_replace(started.fetch_add(1, Ordering::SeqCst) + 1);
+                // Each waits for the first three to have started: one at a
+                // time, the first would wait forever.
+                let _ = opened.wait_for(|n| *n >= 3).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                Ok::<(), ()>(())
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(60), sweep)
+            .await
+            .expect("three items ran at once")
+            .unwrap();
+        assert_eq!(started.load(Ordering::SeqCst), items.len());
+        assert_eq!(peak.load(Ordering::SeqCst), 3, "never more than the bound at once");
+        let failing = bounded(&items, 0, |i| async move { if *i == 2 { Err(*i) } else { Ok(()) } });
+        assert_eq!(
+            failing.await,
+            Err(2),
+            "a bound of 0 runs one at a time, and an error ends the run"
+        );
     }
 }
