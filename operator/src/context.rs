@@ -10,6 +10,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 use vrouter_api::VRouterTarget;
 use vrouter_providers::lookup_cache::CachedLookup;
+use vrouter_providers::proxmox::ProxmoxClients;
 use vrouter_providers::{FactoryContext, KubeLookup, Provider, ProviderError, build_provider};
 
 use crate::metrics::Metrics;
@@ -20,6 +21,14 @@ use crate::vrouterconfig::status_object_retry::StatusObjectsDue;
 #[async_trait]
 pub trait Providers: Send + Sync {
     async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError>;
+
+    /// The Proxmox clients these providers keep open, so the ProxmoxCluster
+    /// sync lists a cluster's VMs over the connections its routers' applies
+    /// use. A source that keeps none gives an empty set: the sync then
+    /// opens a connection of its own, as any unshared client does.
+    fn proxmox_clients(&self) -> ProxmoxClients {
+        ProxmoxClients::default()
+    }
 }
 
 /// The production source: the providers crate's factory, reading Secrets
@@ -35,6 +44,10 @@ pub struct FactoryProviders {
 impl Providers for FactoryProviders {
     async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
         build_provider(target, &self.lookup, &self.factory).await
+    }
+
+    fn proxmox_clients(&self) -> ProxmoxClients {
+        self.factory.proxmox_clients.clone()
     }
 }
 

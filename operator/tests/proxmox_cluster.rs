@@ -16,7 +16,8 @@ use vrouter_test_apiserver::TestNamespace;
 
 use common::{Site, condition, config_phase, create, site, wait_for};
 
-/// The token secret `common` gives the cluster's credentials Secret.
+/// The token `common` gives the cluster's credentials Secret.
+const TOKEN_ID: &str = "operator@pve!test";
 const TOKEN_SECRET: &str = "0b7c6f0e-test-only";
 
 const SYNC_INTERVAL_SECS: u64 = 10;
@@ -135,6 +136,74 @@ async fn the_node_is_tracked_and_cleared_and_synced_is_reported() {
     poke(ns).await;
     let message = sync_failed(ns, "CredentialsNotFound").await;
     assert!(message.contains("pve-token"), "{message}");
+}
+
+/// The cluster sync lists the VMs over the connection the routers'
+/// providers keep open (one client per cluster and credential, kept by the
+/// operator's provider factory), and the next sync after the token in the
+/// Secret or the cluster's endpoints change uses the new ones.
+#[tokio::test]
+async fn the_sync_reuses_the_routers_connection_until_the_token_or_endpoints_change() {
+    let mut site = site("pxc-pool", &["r1"], Settings::default()).await;
+    wait_for("r1 on pve1", Duration::from_secs(30), || async {
+        node_of(&site.ns, "r1").await.filter(|n| n == "pve1")
+    })
+    .await;
+    next_sync(&site.ns).await;
+    let handshakes = site.pve.tls_handshakes();
+    let requests = site.pve.seen().len();
+    for _ in 0..3 {
+        next_sync(&site.ns).await;
+    }
+    let listings = site.pve.seen()[requests..]
+        .iter()
+        .filter(|s| s.path.ends_with("/cluster/resources"))
+        .count();
+    assert!(listings >= 3, "{listings} listings in 3 syncs");
+    // A client of its own per sync would be a handshake each; one more is
+    // allowed for the target's poll, were it to run at the same moment.
+    let new = site.pve.tls_handshakes() - handshakes;
+    assert!(new <= 1, "{new} TLS handshakes for 3 syncs over a kept connection");
+
+    site.pve.set_token(TOKEN_ID, "rotated-secret");
+    site.ns
+        .api::<Secret>()
+        .patch(
+            "pve-token",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"api-token-secret": "rotated-secret"}})),
+        )
+        .await
+        .unwrap();
+    // `lastSyncTime` comes back only from a sync that listed the VMs: the
+    // one the fake accepts now is the rotated token.
+    next_sync(&site.ns).await;
+    let listing = |seen: Vec<vrouter_test_peers::proxmox::Seen>| {
+        seen.into_iter()
+            .rev()
+            .find(|s| s.path.ends_with("/cluster/resources"))
+            .unwrap()
+    };
+    assert!(listing(site.pve.seen()).authorized);
+
+    let second = site.pve.add_endpoint().await;
+    site.ns
+        .api::<ProxmoxCluster>()
+        .patch(
+            "pve",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"endpoints": [second]}})),
+        )
+        .await
+        .unwrap();
+    next_sync(&site.ns).await;
+    assert_eq!(
+        listing(site.pve.seen()).endpoint,
+        1,
+        "the sync after the endpoint change asked the new endpoint"
+    );
+    let (status, reason, _) = synced(&cluster(&site.ns).await).unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "SyncSucceeded"));
 }
 
 /// Brings the cluster to its controller now: after a failed sync,

@@ -24,7 +24,7 @@ use crate::error::{KubeAccess, ProviderError};
 use crate::guest::{GuestPaths, GuestTiming};
 use crate::kubevirt::{KubeVirtOptions, KubeVirtProvider};
 use crate::provider::Provider;
-use crate::proxmox::{ApiToken, ClusterClient, ProxmoxProvider, ProxmoxSettings};
+use crate::proxmox::{ApiToken, ClusterClient, ProxmoxClients, ProxmoxProvider, ProxmoxSettings, SharedClient};
 
 /// Fetches the objects a target references. `Ok(None)` means "does not exist".
 #[async_trait]
@@ -147,6 +147,10 @@ pub struct FactoryContext {
     pub daemon: DaemonOptions,
     /// Overrides of the Proxmox client's connect and request timeouts.
     pub proxmox_timeouts: Option<(Duration, Duration)>,
+    /// One Proxmox client per ProxmoxCluster, kept across the providers
+    /// built with this context (clones share it), so their connections
+    /// stay open from one reconcile to the next.
+    pub proxmox_clients: ProxmoxClients,
 }
 
 impl std::fmt::Debug for FactoryContext {
@@ -402,7 +406,8 @@ pub async fn proxmox_cluster_client(
     let (connect, request) = ctx
         .proxmox_timeouts
         .unwrap_or((defaults.connect_timeout, defaults.request_timeout));
-    ClusterClient::new(
+    ClusterClient::sharing(
+        Some(&shared_client(cluster, ctx)),
         &cluster.spec.endpoints,
         token,
         cluster.spec.insecure_skip_tls_verify,
@@ -410,6 +415,18 @@ pub async fn proxmox_cluster_client(
         request,
     )
     .map_err(ClusterClientError::Client)
+}
+
+/// Where the providers of `cluster`'s VMs take their client from.
+fn shared_client(cluster: &ProxmoxCluster, ctx: &FactoryContext) -> SharedClient {
+    SharedClient {
+        clients: ctx.proxmox_clients.clone(),
+        cluster: format!(
+            "{}/{}",
+            cluster.metadata.namespace.as_deref().unwrap_or(""),
+            cluster.metadata.name.as_deref().unwrap_or("")
+        ),
+    }
 }
 
 /// The API token in a ProxmoxCluster's credentials Secret, read through
@@ -523,6 +540,7 @@ pub async fn build_provider(
             settings.cached_node = cached_node;
             settings.paths = ctx.guest_paths.clone();
             settings.timing = ctx.guest_timing;
+            settings.shared_client = Some(shared_client(&cluster, ctx));
             if let Some((connect, request)) = ctx.proxmox_timeouts {
                 settings.connect_timeout = connect;
                 settings.request_timeout = request;

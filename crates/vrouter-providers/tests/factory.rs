@@ -27,7 +27,7 @@ use vrouter_providers::factory::{Plan, plan};
 use vrouter_providers::kubevirt::KubeVirtOptions;
 use vrouter_providers::{FactoryContext, ProviderError, StaticLookup, build_provider};
 use vrouter_test_peers::kube::FakeKubeApi;
-use vrouter_test_peers::proxmox::SilentEndpoint;
+use vrouter_test_peers::proxmox::{FakeProxmox, SilentEndpoint};
 use vrouter_test_peers::tls::self_signed_server_config;
 
 const NS: &str = "site-a";
@@ -561,4 +561,74 @@ async fn a_vm_in_another_namespace_needs_that_namespace_s_consent() {
     // The target's own namespace needs no grant, and no Namespace is read.
     let own = kubevirt("vm1", "site-a", None);
     build_provider(&own, &StaticLookup::default(), &ctx).await.unwrap();
+}
+
+/// The factory keeps one Proxmox client per cluster across the providers it
+/// builds (one TLS handshake for all), and what the next provider is built
+/// from reaches its very next request: a rotated token in the Secret, a
+/// changed endpoint list, TLS verification turned on.
+#[tokio::test]
+async fn providers_share_the_cluster_s_connection_until_its_token_or_endpoints_change() {
+    let mut pve = FakeProxmox::start("root@pam!op", "first-secret").await;
+    let second = pve.add_endpoint().await;
+    pve.add_vm(100, "pve1", "/nonexistent/agent.sock".into());
+    let ctx = FactoryContext::default();
+    let t = proxmox(NS, "pve1");
+    let lookup = |endpoints: &[&str], token_secret: &str, insecure: bool| {
+        let mut c = cluster(endpoints);
+        c.spec.insecure_skip_tls_verify = insecure;
+        StaticLookup {
+            proxmox_clusters: vec![c],
+            secrets: vec![secret(
+                "pve-token",
+                &[("api-token-id", "root@pam!op"), ("api-token-secret", token_secret)],
+            )],
+            ..Default::default()
+        }
+    };
+    let first = pve.url(0);
+
+    for reconcile in 0..3 {
+        let provider = build_provider(&t, &lookup(&[&first], "first-secret", true), &ctx)
+            .await
+            .unwrap();
+        assert!(provider.is_vm_running().await.unwrap(), "reconcile {reconcile}");
+    }
+    assert_eq!(pve.tls_handshakes(), 1, "three providers, one connection");
+
+    pve.set_token("root@pam!op", "rotated-secret");
+    let provider = build_provider(&t, &lookup(&[&first], "rotated-secret", true), &ctx)
+        .await
+        .unwrap();
+    assert!(
+        provider.is_vm_running().await.unwrap(),
+        "the rotated token is the one sent"
+    );
+    assert!(pve.seen().last().unwrap().authorized);
+    assert_eq!(pve.tls_handshakes(), 2, "a new client for the new token");
+
+    let provider = build_provider(&t, &lookup(&[&second], "rotated-secret", true), &ctx)
+        .await
+        .unwrap();
+    assert!(provider.is_vm_running().await.unwrap());
+    assert_eq!(
+        pve.seen().last().unwrap().endpoint,
+        1,
+        "the changed endpoint is the one asked"
+    );
+
+    let provider = build_provider(&t, &lookup(&[&second], "rotated-secret", false), &ctx)
+        .await
+        .unwrap();
+    let err = provider.is_vm_running().await.unwrap_err();
+    assert!(err.to_string().contains("TLS handshake failed"), "{err}");
+
+    // A Proxmox API that stops takes the connections kept open with it.
+    let kept = build_provider(&t, &lookup(&[&second], "rotated-secret", true), &ctx)
+        .await
+        .unwrap();
+    assert!(kept.is_vm_running().await.unwrap());
+    drop(pve);
+    let err = kept.is_vm_running().await.unwrap_err();
+    assert!(matches!(err, ProviderError::Unreachable { .. }), "{err}");
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use vrouter_providers::proxmox::{ApiToken, ClusterClient, ClusterVm, ProxmoxProvider};
+use vrouter_providers::proxmox::{ApiToken, ClusterClient, ClusterVm, ProxmoxClients, ProxmoxProvider, SharedClient};
 use vrouter_providers::{ExecStatus, Provider, ProviderError};
 use vrouter_test_peers::proxmox::{SilentEndpoint, refusing_endpoint};
 use vrouter_test_peers::wait_for_exit;
@@ -196,6 +196,8 @@ async fn the_token_secret_never_appears_in_errors_debug_or_logs() {
         .with_writer(writer)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // reqwest logs with `log` (its connections, by URL): bring those in too.
+    let _ = tracing_log::LogTracer::init();
 
     let g = guest("vyos").await;
     let silent = SilentEndpoint::start().await;
@@ -216,6 +218,29 @@ async fn the_token_secret_never_appears_in_errors_debug_or_logs() {
     let down = ProxmoxProvider::new(g.settings(vec![silent.url()])).unwrap();
     let err = down.is_vm_running().await.unwrap_err();
     texts.push(format!("{err} {err:?}"));
+    // A TLS failure, and a request sent that never got its answer: error
+    // paths where reqwest's own error (which names the URL) is read.
+    let mut verified = g.settings(vec![g.pve.url(0)]);
+    verified.insecure_skip_tls_verify = false;
+    let err = ProxmoxProvider::new(verified)
+        .unwrap()
+        .is_vm_running()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("TLS handshake failed"), "{err}");
+    texts.push(format!("{err} {err:?}"));
+    let mut stalled = g.settings(vec![g.pve.url(0)]);
+    stalled.request_timeout = Duration::from_millis(300);
+    g.pve.set_token(TOKEN_ID, TOKEN_SECRET);
+    g.pve.stall_endpoint(0, true);
+    let err = ProxmoxProvider::new(stalled)
+        .unwrap()
+        .exec_script("", "set system host-name r1", true)
+        .await
+        .unwrap_err();
+    g.pve.stall_endpoint(0, false);
+    assert!(err.to_string().contains("no answer within"), "{err}");
+    texts.push(format!("{err} {err:?}"));
     texts.push(String::from_utf8_lossy(&logs.lock().unwrap()).into_owned());
     for text in &texts {
         assert!(!text.contains(TOKEN_SECRET), "the token secret leaked into: {text}");
@@ -227,6 +252,10 @@ async fn the_token_secret_never_appears_in_errors_debug_or_logs() {
     assert!(
         texts.iter().any(|t| t.contains("Proxmox VM moved")),
         "the log capture saw nothing"
+    );
+    assert!(
+        texts.iter().any(|t| t.contains("starting new connection")),
+        "the log capture did not see reqwest's records"
     );
 }
 
@@ -316,4 +345,87 @@ async fn a_sent_exec_is_never_repeated_on_another_endpoint() {
         .collect();
     assert_eq!(execs.len(), 1, "{execs:?}");
     assert_eq!(execs[0].endpoint, 0);
+}
+
+#[tokio::test]
+async fn one_connection_serves_every_request_and_provider_of_a_cluster_until_its_token_changes() {
+    let g = guest("vyos").await;
+    let clients = ProxmoxClients::default();
+    let shared = |token: ApiToken| {
+        let mut settings = g.settings(vec![g.pve.url(0)]);
+        settings.token = token;
+        settings.shared_client = Some(SharedClient {
+            clients: clients.clone(),
+            cluster: "site/pve".into(),
+        });
+        settings
+    };
+    // One reconcile: readiness, the apply and its exec-status polls.
+    let first = ProxmoxProvider::new(shared(ApiToken::new(TOKEN_ID, TOKEN_SECRET))).unwrap();
+    first.check_ready().await.unwrap();
+    let outcome = wait_for_exit(
+        &first,
+        first
+            .exec_script(CONFIG, "set system host-name r1", true)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(outcome.failure(), None, "{outcome:?}");
+    // The next reconcile builds its provider again.
+    let next = ProxmoxProvider::new(shared(ApiToken::new(TOKEN_ID, TOKEN_SECRET))).unwrap();
+    assert!(next.is_vm_running().await.unwrap());
+    let requests = g.pve.seen().len();
+    assert!(requests >= 8, "{requests} requests");
+    assert_eq!(g.pve.tls_handshakes(), 1, "one handshake for {requests} requests");
+
+    // A rotated token is a new client: the old one is not used again.
+    g.pve.set_token(TOKEN_ID, "rotated");
+    let rotated = ProxmoxProvider::new(shared(ApiToken::new(TOKEN_ID, "rotated"))).unwrap();
+    assert!(rotated.is_vm_running().await.unwrap());
+    assert_eq!(g.pve.tls_handshakes(), 2);
+    assert_eq!(clients.len(), 1, "the cluster's old client is dropped");
+
+    // A provider without a shared client keeps its own connection.
+    let mut own = g.settings(vec![g.pve.url(0)]);
+    own.token = ApiToken::new(TOKEN_ID, "rotated");
+    let alone = ProxmoxProvider::new(own).unwrap();
+    assert!(alone.is_vm_running().await.unwrap());
+    assert!(alone.is_vm_running().await.unwrap());
+    assert_eq!(g.pve.tls_handshakes(), 3);
+}
+
+#[tokio::test]
+async fn a_pooled_connection_to_a_stalled_endpoint_is_not_a_way_around_the_failover() {
+    let mut g = guest("vyos").await;
+    let second = g.pve.add_endpoint().await;
+    let clients = ProxmoxClients::default();
+    let mut settings = g.settings(vec![g.pve.url(0), second]);
+    settings.request_timeout = Duration::from_millis(300);
+    settings.shared_client = Some(SharedClient {
+        clients: clients.clone(),
+        cluster: "site/pve".into(),
+    });
+    let p = ProxmoxProvider::new(settings.clone()).unwrap();
+    // A connection to the first endpoint is open and idle in the pool.
+    assert!(p.is_vm_running().await.unwrap());
+    g.pve.stall_endpoint(0, true);
+    // Reads fail over; the exec sent over the first endpoint is not re-sent.
+    let p = ProxmoxProvider::new(settings).unwrap();
+    assert!(p.is_vm_running().await.unwrap());
+    let err = p.exec_script("", "set system host-name r1", true).await.unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    let execs: Vec<_> = g
+        .pve
+        .seen()
+        .into_iter()
+        .filter(|s| s.path.ends_with("/agent/exec"))
+        .collect();
+    assert_eq!(execs.len(), 1, "{execs:?}");
+    assert_eq!(execs[0].endpoint, 0);
+    // Endpoint 0 answers again: requests go back to it first.
+    g.pve.stall_endpoint(0, false);
+    let before = g.pve.seen().len();
+    assert!(p.is_vm_running().await.unwrap());
+    assert_eq!(g.pve.seen()[before].endpoint, 0);
 }

@@ -97,6 +97,13 @@ struct State {
     agents: Mutex<HashMap<PathBuf, QgaSocket>>,
     /// Endpoints that read requests and never answer.
     stalled: Mutex<Vec<usize>>,
+    /// TLS handshakes completed, on every endpoint: each is a connection a
+    /// client opened (and pveproxy would have to set up).
+    handshakes: AtomicUsize,
+    /// The connections being served: a client keeps them open, so they
+    /// close with the fake (as with a pveproxy that stops), not only its
+    /// listeners.
+    connections: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 /// A fake Proxmox VE cluster; its listeners stop when it is dropped.
@@ -109,6 +116,9 @@ impl Drop for FakeProxmox {
     fn drop(&mut self) {
         for (_, task) in &self.endpoints {
             task.abort();
+        }
+        for connection in self.state.connections.lock().unwrap().drain(..) {
+            connection.abort();
         }
     }
 }
@@ -124,6 +134,8 @@ impl FakeProxmox {
             max_read: AtomicUsize::new(MAX_READ_SIZE),
             agents: Mutex::new(HashMap::new()),
             stalled: Mutex::new(Vec::new()),
+            handshakes: AtomicUsize::new(0),
+            connections: Mutex::new(Vec::new()),
         });
         let mut fake = FakeProxmox {
             state,
@@ -146,17 +158,21 @@ impl FakeProxmox {
                     continue;
                 };
                 let acceptor = acceptor.clone();
-                let state = state.clone();
-                tokio::spawn(async move {
+                let served = state.clone();
+                let connection = tokio::spawn(async move {
                     let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    served.handshakes.fetch_add(1, Ordering::SeqCst);
                     let service = service_fn(move |req| {
-                        let state = state.clone();
+                        let state = served.clone();
                         async move { Ok::<_, std::convert::Infallible>(handle(&state, index, req).await) }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(tls), service)
                         .await;
                 });
+                let mut connections = state.connections.lock().unwrap();
+                connections.retain(|c| !c.is_finished());
+                connections.push(connection.abort_handle());
             }
         });
         self.endpoints.push((addr, task));
@@ -257,6 +273,11 @@ impl FakeProxmox {
         if stall {
             stalled.push(index);
         }
+    }
+
+    /// TLS handshakes completed so far, on all endpoints.
+    pub fn tls_handshakes(&self) -> usize {
+        self.state.handshakes.load(Ordering::SeqCst)
     }
 
     /// Every request served so far.

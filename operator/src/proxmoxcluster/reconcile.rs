@@ -157,21 +157,21 @@ async fn reconcile(cluster: &ProxmoxCluster, ctx: &ClusterContext) -> Result<Act
 /// Steps 2–3: credentials, then one `/cluster/resources` read.
 async fn read_cluster(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Vec<VmResource>, SyncFailure> {
     let lookup = KubeLookup::new(ctx.client.clone());
-    let client = proxmox_cluster_client(cluster, &lookup, &FactoryContext::default())
-        .await
-        .map_err(|e| {
-            let (reason, step) = match e {
-                ClusterClientError::CredentialsNotFound(_) => {
-                    (reason::CREDENTIALS_NOT_FOUND, "reading the credentials")
-                }
-                ClusterClientError::InvalidCredentials(_) => (reason::INVALID_CREDENTIALS, "reading the credentials"),
-                ClusterClientError::Client(_) => (reason::FETCH_FAILED, "building the Proxmox client"),
-            };
-            SyncFailure {
-                reason,
-                message: format!("{step}: {e}"),
-            }
-        })?;
+    let factory = FactoryContext {
+        proxmox_clients: ctx.providers.proxmox_clients(),
+        ..FactoryContext::default()
+    };
+    let client = proxmox_cluster_client(cluster, &lookup, &factory).await.map_err(|e| {
+        let (reason, step) = match e {
+            ClusterClientError::CredentialsNotFound(_) => (reason::CREDENTIALS_NOT_FOUND, "reading the credentials"),
+            ClusterClientError::InvalidCredentials(_) => (reason::INVALID_CREDENTIALS, "reading the credentials"),
+            ClusterClientError::Client(_) => (reason::FETCH_FAILED, "building the Proxmox client"),
+        };
+        SyncFailure {
+            reason,
+            message: format!("{step}: {e}"),
+        }
+    })?;
     let vms = client.vms().await.map_err(|e| SyncFailure {
         reason: reason::FETCH_FAILED,
         message: format!("listing /cluster/resources: {e}"),

@@ -27,6 +27,7 @@ use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
 use vrouter_operator::context::{Context, Providers, Settings};
 use vrouter_operator::controllers;
 use vrouter_operator::metrics::Metrics;
+use vrouter_providers::proxmox::ProxmoxClients;
 use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::guest::GuestSandbox;
@@ -42,6 +43,8 @@ pub struct SandboxedProviders {
     client: kube::Client,
     lookup: KubeLookup,
     paths: HashMap<String, GuestPaths>,
+    /// Kept across reconciles, as the production factory keeps them.
+    proxmox_clients: ProxmoxClients,
 }
 
 #[async_trait]
@@ -51,9 +54,14 @@ impl Providers for SandboxedProviders {
         let factory = FactoryContext {
             client: Some(self.client.clone()),
             guest_paths: self.paths.get(&name).cloned().unwrap_or_default(),
+            proxmox_clients: self.proxmox_clients.clone(),
             ..FactoryContext::default()
         };
         build_provider(target, &self.lookup, &factory).await
+    }
+
+    fn proxmox_clients(&self) -> ProxmoxClients {
+        self.proxmox_clients.clone()
     }
 }
 
@@ -190,6 +198,7 @@ async fn build_site(
         client: operator_client.clone(),
         lookup: KubeLookup::new(operator_client.clone()),
         paths,
+        proxmox_clients: ProxmoxClients::default(),
     });
     let ctx = Arc::new(Context::new(
         operator_client,

@@ -8,21 +8,21 @@
 //! Once a request has been sent, a non-idempotent one (`agent/exec`) is never
 //! re-sent to another endpoint: it may already have started a process.
 //!
-//! One connection per request, no pool: the operator makes a handful of
-//! calls per reconcile, and a fresh connection always goes to the endpoint
-//! the failover order picks.
+//! Connections stay open: a [`Client`] is `reqwest`'s, with a pool of idle
+//! connections per endpoint, and one is kept per cluster and credential
+//! ([`super::clients::ProxmoxClients`]). An apply's requests and its
+//! exec-status polls (every 50-250 ms) reuse one TCP+TLS connection instead
+//! of a handshake each (docs/architecture.md has the measurements). The
+//! order is unchanged: every request asks the first endpoint first, over a
+//! pooled connection when one is open, else over a new one.
 
+use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{HeaderValue, Method, Request, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::rt::TokioIo;
+use bytes::{Bytes, BytesMut};
+use http::{HeaderValue, Method, StatusCode, header};
 use rustls::ClientConfig;
-use rustls::pki_types::ServerName;
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 use crate::error::{Attempts, EndpointFailure, ProviderError};
 
@@ -45,6 +45,10 @@ impl ApiToken {
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    pub(crate) fn secret(&self) -> &str {
+        &self.secret
     }
 
     /// `text` with the token's id and secret replaced, for a message built
@@ -98,6 +102,16 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
+    /// `https://host:port/base`, the prefix of every request's URL.
+    fn url_prefix(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        format!("https://{host}:{}{}", self.port, self.base_path)
+    }
+
     pub(crate) fn parse(raw: &str) -> Result<Endpoint, String> {
         let display = raw.trim().trim_end_matches('/').to_string();
         let uri: http::Uri = display.parse().map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
@@ -133,10 +147,19 @@ enum AttemptError {
     Sent { reason: String, timed_out: bool },
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Timeouts {
     pub connect: Duration,
     pub request: Duration,
+}
+
+impl Timeouts {
+    /// The most one attempt may take. reqwest bounds the connection (new
+    /// or taken from the pool) by `connect`; whether this one was new is
+    /// not told, so the answer gets `request` after the longest connect.
+    fn whole_request(&self) -> Duration {
+        self.connect + self.request
+    }
 }
 
 impl Default for Timeouts {
@@ -152,6 +175,11 @@ impl Default for Timeouts {
 /// JSON escaping can grow).
 const MAX_RESPONSE_BYTES: usize = 128 * 1024 * 1024;
 
+/// How long an idle connection is kept open. pveproxy closes idle
+/// keep-alive connections itself after a while; a request that finds its
+/// pooled connection closed before anything was sent goes out on a new one.
+const POOL_IDLE: Duration = Duration::from_secs(30);
+
 /// A response: status, reason phrase (Proxmox puts its error message there),
 /// body, and which endpoint gave it.
 #[derive(Debug)]
@@ -165,7 +193,7 @@ pub(crate) struct Answer {
 pub(crate) struct Client {
     endpoints: Vec<Endpoint>,
     token: ApiToken,
-    tls: Arc<ClientConfig>,
+    http: reqwest::Client,
     timeouts: Timeouts,
 }
 
@@ -182,13 +210,33 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    pub(crate) fn new(endpoints: Vec<Endpoint>, token: ApiToken, tls: Arc<ClientConfig>, timeouts: Timeouts) -> Self {
-        Client {
+    /// The client of one cluster and credential. HTTP/1.1 only (what
+    /// pveproxy speaks), no redirects followed and no proxy taken from the
+    /// environment (either would send the token somewhere the
+    /// ProxmoxCluster does not name), and no retries of its own: which
+    /// request may go to which endpoint is decided here, in [`Client::send`].
+    pub(crate) fn new(
+        endpoints: Vec<Endpoint>,
+        token: ApiToken,
+        tls: Arc<ClientConfig>,
+        timeouts: Timeouts,
+    ) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured((*tls).clone())
+            .http1_only()
+            .connect_timeout(timeouts.connect)
+            .pool_idle_timeout(POOL_IDLE)
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never())
+            .no_proxy()
+            .build()
+            .map_err(|e| format!("building the HTTP client: {}", causes(&e)))?;
+        Ok(Client {
             endpoints,
             token,
-            tls,
+            http,
             timeouts,
-        }
+        })
     }
 
     /// Sends `method path` (path starts at `/api2/json/...`, query included)
@@ -213,7 +261,7 @@ impl Client {
                         return Err(if timed_out {
                             ProviderError::Timeout {
                                 operation: format!("{method} {} on {}", strip_query(path), endpoint.display),
-                                after: self.timeouts.request,
+                                after: self.timeouts.whole_request(),
                             }
                         } else {
                             ProviderError::Unreachable {
@@ -243,95 +291,126 @@ impl Client {
         path: &str,
         json_body: Option<&[u8]>,
     ) -> Result<Answer, AttemptError> {
-        let connect = self.connect(endpoint);
-        let mut sender = match tokio::time::timeout(self.timeouts.connect, connect).await {
-            Ok(Ok(sender)) => sender,
-            Ok(Err(reason)) => return Err(AttemptError::NotSent(reason)),
-            Err(_) => {
-                return Err(AttemptError::NotSent(format!(
-                    "no TCP+TLS connection within {:?}",
-                    self.timeouts.connect
-                )));
-            }
-        };
-
-        let host_header = if endpoint.port == 443 {
-            endpoint.host.clone()
-        } else {
-            format!("{}:{}", endpoint.host, endpoint.port)
-        };
-        let mut builder = Request::builder()
-            .method(method.clone())
-            .uri(format!("{}{}", endpoint.base_path, path))
-            .header(header::HOST, host_header)
+        let mut request = self
+            .http
+            .request(method.clone(), format!("{}{path}", endpoint.url_prefix()))
             .header(header::AUTHORIZATION, self.token.header())
             .header(header::ACCEPT, "application/json");
-        if json_body.is_some() {
-            builder = builder.header(header::CONTENT_TYPE, "application/json");
+        if let Some(body) = json_body {
+            request = request
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(body.to_vec());
         }
-        let request = builder
-            .body(Full::new(Bytes::copy_from_slice(json_body.unwrap_or_default())))
-            .map_err(|e| AttemptError::NotSent(format!("building the request: {e}")))?;
-
         let exchange = async {
-            let response = sender
-                .send_request(request)
-                .await
-                .map_err(|e| format!("HTTP exchange failed: {e}"))?;
+            let mut response = request.send().await.map_err(Failure::Http)?;
             let status = response.status();
             let reason = response
                 .extensions()
                 .get::<hyper::ext::ReasonPhrase>()
                 .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
                 .unwrap_or_default();
-            let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
-                .collect()
-                .await
-                .map_err(|e| format!("reading the response body: {e}"))?
-                .to_bytes();
-            Ok::<_, String>((status, reason, body))
+            let mut body = BytesMut::new();
+            while let Some(chunk) = response.chunk().await.map_err(Failure::Body)? {
+                if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    return Err(Failure::TooLarge);
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok((status, reason, body.freeze()))
         };
-        match tokio::time::timeout(self.timeouts.request, exchange).await {
+        match tokio::time::timeout(self.timeouts.whole_request(), exchange).await {
             Ok(Ok((status, reason, body))) => Ok(Answer {
                 endpoint: endpoint.display.clone(),
                 status,
                 reason,
                 body,
             }),
-            Ok(Err(reason)) => Err(AttemptError::Sent {
-                reason,
-                timed_out: false,
-            }),
+            Ok(Err(failure)) => Err(failure.classify(self.timeouts)),
             Err(_) => Err(AttemptError::Sent {
-                reason: format!("no answer within {:?}", self.timeouts.request),
+                reason: format!("no answer within {:?}", self.timeouts.whole_request()),
                 timed_out: true,
             }),
         }
     }
+}
 
-    async fn connect(
-        &self,
-        endpoint: &Endpoint,
-    ) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, String> {
-        let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
-            .await
-            .map_err(|e| format!("TCP connect failed: {e}"))?;
-        let server_name = ServerName::try_from(endpoint.host.clone())
-            .map_err(|e| format!("{:?} is not a valid TLS server name: {e}", endpoint.host))?;
-        let tls = TlsConnector::from(self.tls.clone())
-            .connect(server_name, tcp)
-            .await
-            .map_err(|e| format!("TLS handshake failed: {e}"))?;
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(|e| format!("HTTP handshake failed: {e}"))?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "Proxmox API connection ended with an error");
-            }
-        });
-        Ok(sender)
+/// How an exchange failed, before it is told whether the request was sent.
+enum Failure {
+    Http(reqwest::Error),
+    Body(reqwest::Error),
+    TooLarge,
+}
+
+impl Failure {
+    fn classify(self, timeouts: Timeouts) -> AttemptError {
+        match self {
+            // No connection: nothing was sent. reqwest reports the TLS
+            // handshake as part of connecting.
+            Failure::Http(e) if e.is_connect() => AttemptError::NotSent(if e.is_timeout() {
+                format!("no TCP+TLS connection within {:?}", timeouts.connect)
+            } else if is_tls_failure(&e) {
+                format!("TLS handshake failed: {}", causes(&e))
+            } else {
+                format!("TCP connect failed: {}", causes(&e))
+            }),
+            Failure::Http(e) => AttemptError::Sent {
+                timed_out: e.is_timeout(),
+                reason: format!("HTTP exchange failed: {}", causes(&e)),
+            },
+            Failure::Body(e) => AttemptError::Sent {
+                timed_out: e.is_timeout(),
+                reason: format!("reading the response body: {}", causes(&e)),
+            },
+            Failure::TooLarge => AttemptError::Sent {
+                reason: format!("the response body is larger than {MAX_RESPONSE_BYTES} bytes"),
+                timed_out: false,
+            },
+        }
     }
+}
+
+/// The causes under a reqwest error, innermost last, without reqwest's own
+/// top line (which repeats the URL).
+fn causes(error: &reqwest::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if parts.last().is_none_or(|last| !last.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    if parts.is_empty() {
+        parts.push(error.to_string());
+    }
+    parts.join(": ")
+}
+
+/// Whether a connect error came from TLS: rustls's error, possibly inside
+/// I/O errors nested in each other (tokio-rustls reports it as one, and
+/// reqwest's connector wraps that in another). An `io::Error`'s `source()`
+/// skips the error it wraps, so those are opened with `get_ref`.
+fn is_tls_failure(error: &reqwest::Error) -> bool {
+    fn is_rustls(mut error: &(dyn std::error::Error + 'static)) -> bool {
+        loop {
+            if error.is::<rustls::Error>() {
+                return true;
+            }
+            match error.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+                Some(inner) => error = inner,
+                None => return false,
+            }
+        }
+    }
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if is_rustls(cause) {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
 
 fn strip_query(path: &str) -> &str {
@@ -356,6 +435,14 @@ mod tests {
 
     #[test]
     fn endpoints_parse_and_refuse_plaintext() {
+        assert_eq!(
+            Endpoint::parse("https://[::1]:8006/proxy/").unwrap().url_prefix(),
+            "https://[::1]:8006/proxy"
+        );
+        assert_eq!(
+            Endpoint::parse("https://pve1").unwrap().url_prefix(),
+            "https://pve1:443"
+        );
         let e = Endpoint::parse("https://pve1.example.com:8006/").unwrap();
         assert_eq!(
             (e.host.as_str(), e.port, e.base_path.as_str()),

@@ -2,10 +2,11 @@
 //! (`/nodes/{node}/qemu/{vmid}/agent/...`), authenticated with an API token.
 
 pub mod api;
+mod clients;
 mod http;
 mod tls;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ::http::Method;
@@ -20,6 +21,7 @@ use crate::error::ProviderError;
 use crate::guest::{self, AgentProvider, GuestAgent, GuestPaths, GuestTiming};
 use crate::provider::{ExecOutcome, ExecStatus};
 use api::ErrorKind;
+pub use clients::{ProxmoxClients, SharedClient};
 pub(crate) use http::token_part_is_valid;
 use http::{Answer, Client, Endpoint, Timeouts};
 pub use http::{ApiToken, redact};
@@ -37,6 +39,9 @@ pub struct ProxmoxSettings {
     pub request_timeout: Duration,
     pub paths: GuestPaths,
     pub timing: GuestTiming,
+    /// The cluster's client kept across providers, with its open
+    /// connections; `None` builds one for this provider alone.
+    pub shared_client: Option<SharedClient>,
 }
 
 impl ProxmoxSettings {
@@ -52,6 +57,7 @@ impl ProxmoxSettings {
             request_timeout: timeouts.request,
             paths: GuestPaths::default(),
             timing: GuestTiming::default(),
+            shared_client: None,
         }
     }
 }
@@ -70,13 +76,33 @@ pub struct ClusterVm {
 /// tracking (spec §7.3): one `/cluster/resources` read per sync.
 #[derive(Debug)]
 pub struct ClusterClient {
-    client: Client,
+    client: Arc<Client>,
     /// Kept to take the token out of any message a server sends back.
     token: ApiToken,
 }
 
 impl ClusterClient {
     pub fn new(
+        endpoints: &[String],
+        token: ApiToken,
+        insecure_skip_tls_verify: bool,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Result<Self, ProviderError> {
+        Self::sharing(
+            None,
+            endpoints,
+            token,
+            insecure_skip_tls_verify,
+            connect_timeout,
+            request_timeout,
+        )
+    }
+
+    /// Like [`ClusterClient::new`], on the cluster's client in `shared`
+    /// (the one its VMs' providers use) when given.
+    pub fn sharing(
+        shared: Option<&SharedClient>,
         endpoints: &[String],
         token: ApiToken,
         insecure_skip_tls_verify: bool,
@@ -95,20 +121,13 @@ impl ClusterClient {
             .map(|e| Endpoint::parse(e))
             .collect::<Result<Vec<_>, _>>()
             .map_err(invalid)?;
-        let tls =
-            tls::client_config(insecure_skip_tls_verify).map_err(|e| invalid(format!("TLS configuration: {e}")))?;
-        Ok(ClusterClient {
-            token: token.clone(),
-            client: Client::new(
-                endpoints,
-                token,
-                tls,
-                Timeouts {
-                    connect: connect_timeout,
-                    request: request_timeout,
-                },
-            ),
-        })
+        let timeouts = Timeouts {
+            connect: connect_timeout,
+            request: request_timeout,
+        };
+        let client =
+            clients::client_for(shared, &endpoints, &token, insecure_skip_tls_verify, timeouts).map_err(invalid)?;
+        Ok(ClusterClient { token, client })
     }
 
     /// Every QEMU VM of the cluster with its node and uptime. An error whose
@@ -167,7 +186,7 @@ impl ClusterClient {
 
 #[derive(Debug)]
 pub struct ProxmoxProvider {
-    client: Client,
+    client: Arc<Client>,
     vmid: i64,
     node: Mutex<Option<String>>,
     paths: GuestPaths,
@@ -200,15 +219,21 @@ impl ProxmoxProvider {
                 "the API token id is empty or contains spaces or control characters".into(),
             ));
         }
-        let tls = tls::client_config(settings.insecure_skip_tls_verify)
-            .map_err(|e| invalid(format!("TLS configuration: {e}")))?;
         let timeouts = Timeouts {
             connect: settings.connect_timeout,
             request: settings.request_timeout,
         };
+        let client = clients::client_for(
+            settings.shared_client.as_ref(),
+            &endpoints,
+            &settings.token,
+            settings.insecure_skip_tls_verify,
+            timeouts,
+        )
+        .map_err(invalid)?;
         let cached = settings.cached_node.trim();
         Ok(ProxmoxProvider {
-            client: Client::new(endpoints, settings.token, tls, timeouts),
+            client,
             vmid: settings.vmid,
             node: Mutex::new((!cached.is_empty()).then(|| cached.to_string())),
             paths: settings.paths,

@@ -1,0 +1,230 @@
+//! The Proxmox HTTP clients kept across reconciles: one per ProxmoxCluster,
+//! for its current endpoints, credential and TLS setting.
+//!
+//! Every reconcile builds the provider of its target, and every VRouterStatus
+//! sync and ProxmoxCluster sweep builds one too; a client built with each
+//! would open a new TCP+TLS connection for each of them. Kept here, the
+//! client (and the connections its pool holds open) serves every VM of the
+//! cluster. A changed ProxmoxCluster (endpoints, `insecureSkipTLSVerify`)
+//! or a rotated token in its Secret is a different [`Key`]: the next build
+//! gets a new client at once, and the old one closes its connections when
+//! the last provider holding it is done. A cluster unused for [`UNUSED_FOR`]
+//! is forgotten, so deleted clusters do not keep connections open.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::http::{ApiToken, Client, Endpoint, Timeouts};
+use super::tls;
+
+/// How long a cluster's client is kept with no provider built for it.
+pub const UNUSED_FOR: Duration = Duration::from_secs(600);
+
+/// Whose client: a cluster, for the timeouts its user asked for. The
+/// timeouts are the process's configuration, not the cluster's, so a user
+/// with other timeouts (a test, the cluster sync) gets a client beside this
+/// one instead of replacing it on every call.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Slot {
+    cluster: String,
+    timeouts: Timeouts,
+}
+
+/// What a client is built from; any change means a new client. Holds the
+/// token, so it is never printed (no `Debug`).
+#[derive(Clone, PartialEq, Eq)]
+struct Key {
+    endpoints: Vec<Endpoint>,
+    token_id: String,
+    token_secret: String,
+    insecure_skip_tls_verify: bool,
+}
+
+struct Entry {
+    key: Key,
+    client: Arc<Client>,
+    used: Instant,
+}
+
+/// The clients of every ProxmoxCluster in use, by cluster (`namespace/name`).
+/// Cheap to clone; clones share the clients.
+#[derive(Clone, Default)]
+pub struct ProxmoxClients {
+    clusters: Arc<Mutex<HashMap<Slot, Entry>>>,
+}
+
+impl std::fmt::Debug for ProxmoxClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxmoxClients")
+            .field("clusters", &self.lock().len())
+            .finish()
+    }
+}
+
+/// Where a provider takes its client from: `clients`, under `cluster`.
+#[derive(Clone, Debug)]
+pub struct SharedClient {
+    pub clients: ProxmoxClients,
+    /// The ProxmoxCluster, as `namespace/name`.
+    pub cluster: String,
+}
+
+impl ProxmoxClients {
+    /// How many clients are kept now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The client of `cluster` for these settings: the one kept when it was
+    /// built from the same, else a new one that replaces it.
+    pub(crate) fn client(
+        &self,
+        cluster: &str,
+        endpoints: &[Endpoint],
+        token: &ApiToken,
+        insecure_skip_tls_verify: bool,
+        timeouts: Timeouts,
+    ) -> Result<Arc<Client>, String> {
+        let key = Key {
+            endpoints: endpoints.to_vec(),
+            token_id: token.id().to_owned(),
+            token_secret: token.secret().to_owned(),
+            insecure_skip_tls_verify,
+        };
+        let slot = Slot {
+            cluster: cluster.to_owned(),
+            timeouts,
+        };
+        let now = Instant::now();
+        let mut clusters = self.lock();
+        clusters.retain(|_, entry| now.duration_since(entry.used) < UNUSED_FOR);
+        if let Some(entry) = clusters.get_mut(&slot).filter(|entry| entry.key == key) {
+            entry.used = now;
+            return Ok(entry.client.clone());
+        }
+        let client = Arc::new(build(endpoints, token, insecure_skip_tls_verify, timeouts)?);
+        clusters.insert(
+            slot,
+            Entry {
+                key,
+                client: client.clone(),
+                used: now,
+            },
+        );
+        Ok(client)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Slot, Entry>> {
+        self.clusters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A client of its own (no sharing), or the shared one of `shared`.
+pub(crate) fn client_for(
+    shared: Option<&SharedClient>,
+    endpoints: &[Endpoint],
+    token: &ApiToken,
+    insecure_skip_tls_verify: bool,
+    timeouts: Timeouts,
+) -> Result<Arc<Client>, String> {
+    match shared {
+        Some(shared) => shared
+            .clients
+            .client(&shared.cluster, endpoints, token, insecure_skip_tls_verify, timeouts),
+        None => build(endpoints, token, insecure_skip_tls_verify, timeouts).map(Arc::new),
+    }
+}
+
+fn build(
+    endpoints: &[Endpoint],
+    token: &ApiToken,
+    insecure_skip_tls_verify: bool,
+    timeouts: Timeouts,
+) -> Result<Client, String> {
+    let tls = tls::client_config(insecure_skip_tls_verify).map_err(|e| format!("TLS configuration: {e}"))?;
+    Client::new(endpoints.to_vec(), token.clone(), tls, timeouts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoints(urls: &[&str]) -> Vec<Endpoint> {
+        urls.iter().map(|u| Endpoint::parse(u).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_cluster_keeps_its_client_until_what_it_was_built_from_changes() {
+        let clients = ProxmoxClients::default();
+        let one = endpoints(&["https://127.0.0.1:8006"]);
+        let token = ApiToken::new("op@pve!t", "s1");
+        let t = Timeouts::default();
+        let first = clients.client("ns/pve", &one, &token, true, t).unwrap();
+        let again = clients.client("ns/pve", &one, &token, true, t).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "same settings: the same client");
+
+        let changes: [(&str, Vec<Endpoint>, ApiToken, bool); 4] = [
+            ("a rotated token", one.clone(), ApiToken::new("op@pve!t", "s2"), true),
+            ("another token id", one.clone(), ApiToken::new("op@pve!u", "s1"), true),
+            (
+                "an endpoint added",
+                endpoints(&["https://127.0.0.1:8006", "https://127.0.0.2:8006"]),
+                token.clone(),
+                true,
+            ),
+            ("TLS verification turned on", one.clone(), token.clone(), false),
+        ];
+        for (change, endpoints, token, insecure) in changes {
+            let changed = clients.client("ns/pve", &endpoints, &token, insecure, t).unwrap();
+            assert!(!Arc::ptr_eq(&first, &changed), "{change}: a new client");
+            assert_eq!(
+                clients.len(),
+                1,
+                "{change}: the old client is replaced, not kept beside it"
+            );
+        }
+        let other = clients.client("ns/pve2", &one, &token, true, t).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other), "another cluster has its own");
+        assert_eq!(clients.len(), 2);
+    }
+
+    #[test]
+    fn a_user_with_other_timeouts_gets_a_client_beside_the_cluster_s_not_instead() {
+        let clients = ProxmoxClients::default();
+        let one = endpoints(&["https://127.0.0.1:8006"]);
+        let token = ApiToken::new("op@pve!t", "s1");
+        let t = Timeouts::default();
+        let slower = Timeouts {
+            request: t.request * 2,
+            ..t
+        };
+        let first = clients.client("ns/pve", &one, &token, true, t).unwrap();
+        let beside = clients.client("ns/pve", &one, &token, true, slower).unwrap();
+        assert!(!Arc::ptr_eq(&first, &beside));
+        let again = clients.client("ns/pve", &one, &token, true, t).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "the first client was not replaced");
+        assert_eq!(clients.len(), 2);
+    }
+
+    #[test]
+    fn the_key_is_never_printed() {
+        let clients = ProxmoxClients::default();
+        let token = ApiToken::new("op@pve!t", "s3cret-value");
+        clients
+            .client(
+                "ns/pve",
+                &endpoints(&["https://127.0.0.1:8006"]),
+                &token,
+                true,
+                Timeouts::default(),
+            )
+            .unwrap();
+        let printed = format!("{clients:?}");
+        assert!(!printed.contains("s3cret-value"), "{printed}");
+    }
+}
