@@ -110,7 +110,8 @@ pub struct Args {
     #[arg(long, env = "CONFIG_CONCURRENCY", default_value_t = Concurrency::default().configs, value_parser = at_least_one())]
     pub config_concurrency: u16,
 
-    /// VRouterStatuses reconciled at once (each reads a router's configs back).
+    /// VRouterStatuses reconciled at once (each reads a router's configs
+    /// back); also the missing VRouterStatuses the sweep creates at once.
     #[arg(long, env = "STATUS_CONCURRENCY", default_value_t = Concurrency::default().statuses, value_parser = at_least_one())]
     pub status_concurrency: u16,
 

@@ -76,7 +76,8 @@ pub struct Concurrency {
     /// VRouterConfigs: each holds a connection to its router while it
     /// checks readiness, dispatches or polls an apply.
     pub configs: u16,
-    /// VRouterStatuses: each reads a router's configs back.
+    /// VRouterStatuses: each reads a router's configs back. Also bounds the
+    /// creates of missing VRouterStatuses the status sweep makes at once.
     pub statuses: u16,
     /// VRouterTargets: each asks its provider whether the VM runs.
     pub targets: u16,

@@ -69,25 +69,35 @@ pub async fn run(ctx: &Context, configs: Store<VRouterConfig>, scope: &Scope, sh
             let since = SignedDuration::try_from(ctx.settings.status_sweep).unwrap_or(SignedDuration::MAX);
             let applied_before = Timestamp::now().checked_sub(since).unwrap_or(Timestamp::MIN);
             let has_status = |s: &ObjectRef<VRouterStatus>| statuses.get(s).is_some();
-            for config in missing(state.iter().map(|c| &**c), has_status, applied_before) {
-                let router = Router {
-                    namespace: config.namespace().unwrap_or_default(),
-                    target: config.spec.target_ref.name.clone(),
-                };
-                // A failed create is retried by the config's own reconcile
-                // (with an event each time); the sweep does not add to it.
-                if ctx.status_objects_due.contains(&router, &config.name_any()) {
-                    continue;
-                }
-                if let Err(error) = ensure_status_object(ctx, config, &router).await {
-                    tracing::warn!(config = %config.name_any(), %error, "could not create the VRouterStatus");
-                }
-            }
+            let due = missing(state.iter().map(|c| &**c), has_status, applied_before);
+            // After a switch from the Go operator every Applied config is
+            // due at once: as many creates at a time as VRouterStatuses
+            // are reconciled at once, not one after another.
+            let bound = usize::from(ctx.settings.concurrency.statuses.max(1));
+            futures::stream::iter(due)
+                .for_each_concurrent(bound, |config| create_missing(ctx, config))
+                .await;
         }
     };
     tokio::select! {
         _ = async { futures::join!(watching, sweeping) } => {}
         _ = shutdown => {}
+    }
+}
+
+/// Creates `config`'s VRouterStatus, unless a failed create is already
+/// retried by the config's own reconcile (with an event each time); the
+/// sweep does not add to it.
+async fn create_missing(ctx: &Context, config: &VRouterConfig) {
+    let router = Router {
+        namespace: config.namespace().unwrap_or_default(),
+        target: config.spec.target_ref.name.clone(),
+    };
+    if ctx.status_objects_due.contains(&router, &config.name_any()) {
+        return;
+    }
+    if let Err(error) = ensure_status_object(ctx, config, &router).await {
+        tracing::warn!(config = %config.name_any(), %error, "could not create the VRouterStatus");
     }
 }
 
