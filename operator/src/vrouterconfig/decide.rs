@@ -384,7 +384,10 @@ pub fn dispatch_reason(
         return Some(DispatchReason::NewGeneration);
     }
     let reboot_unhandled = match (target_last_reboot, status.last_reboot_handled_time.as_ref()) {
-        (Some(reboot), Some(handled)) => reboot.0 > handled.0,
+        // In whole seconds: the handled time is stored as a metav1.Time
+        // keeps it (seconds), while a stamp someone else wrote may carry a
+        // fraction, which would otherwise stay "newer" and re-apply forever.
+        (Some(reboot), Some(handled)) => reboot.0.as_second() > handled.0.as_second(),
         (Some(_), None) => true,
         (None, _) => false,
     };

@@ -305,6 +305,10 @@ fn step5_a_reboot_forces_exactly_one_reapply() {
         dispatch_reason(&done, 3, Some(&time(200))),
         Some(DispatchReason::Reboot)
     );
+    // A stamp with a fraction of a second is handled once its second is:
+    // the handled time is stored in whole seconds.
+    let fractional = Time(reboot.0.checked_add(SignedDuration::from_millis(250)).unwrap());
+    assert_eq!(dispatch_reason(&done, 3, Some(&fractional)), None);
 }
 
 #[test]
