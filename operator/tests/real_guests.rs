@@ -29,6 +29,7 @@ use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget};
 use vrouter_operator::context::{Context, Providers, Settings};
 use vrouter_operator::metrics::Metrics;
+use vrouter_providers::proxmox::ProxmoxClients;
 use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
 use vrouter_qga::Transport;
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
@@ -73,6 +74,10 @@ struct RealProviders {
 impl Providers for RealProviders {
     async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
         build_provider(target, &self.lookup, &self.factory).await
+    }
+
+    fn proxmox_clients(&self) -> ProxmoxClients {
+        self.factory.proxmox_clients.clone()
     }
 }
 
@@ -335,6 +340,14 @@ async fn drift_is_read_from_the_guest<T: Transport>(rig: &Rig<T>, config: &VRout
 async fn proxmox_binding_applies_over_the_chardev_and_drift_is_read_from_the_guest() {
     let guest = PVE_GUEST.lease();
     let rig = proxmox_rig("real-pve", &guest, Settings::default(), "60s").await;
+    // A guest booted less than 1.5 syncs ago is a reboot to the cluster's
+    // first sync, which would apply again a config applied before that sync
+    // (a race the applies' speed decides): bind once it has run.
+    wait_for("the cluster's first sync", Duration::from_secs(120), || async {
+        let cluster = rig.ns.api::<vrouter_api::ProxmoxCluster>().get("pve").await.ok()?;
+        cluster.status?.last_sync_time
+    })
+    .await;
     let config = binding_applies(&rig, "pve-r1", 4_200_000_001).await;
     drift_is_read_from_the_guest(&rig, &config).await;
 }

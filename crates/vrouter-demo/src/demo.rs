@@ -150,6 +150,7 @@ fn start_operator(
         lookup: KubeLookup::new(client.clone()),
         kubevirt_client: sim.kube_api.client(),
         guest_paths: sim.guest_paths(),
+        proxmox_clients: Default::default(),
     });
     let ctx = Arc::new(Context::new(
         client.clone(),

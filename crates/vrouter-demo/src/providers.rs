@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use vrouter_api::VRouterTarget;
 use vrouter_operator::context::Providers;
+use vrouter_providers::proxmox::ProxmoxClients;
 use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
 
 pub struct DemoProviders {
@@ -17,6 +18,8 @@ pub struct DemoProviders {
     pub kubevirt_client: kube::Client,
     /// By target name.
     pub guest_paths: HashMap<String, GuestPaths>,
+    /// Kept across reconciles, as the operator's factory keeps them.
+    pub proxmox_clients: ProxmoxClients,
 }
 
 #[async_trait]
@@ -26,8 +29,13 @@ impl Providers for DemoProviders {
         let factory = FactoryContext {
             client: Some(self.kubevirt_client.clone()),
             guest_paths: self.guest_paths.get(name).cloned().unwrap_or_default(),
+            proxmox_clients: self.proxmox_clients.clone(),
             ..FactoryContext::default()
         };
         build_provider(target, &self.lookup, &factory).await
+    }
+
+    fn proxmox_clients(&self) -> ProxmoxClients {
+        self.proxmox_clients.clone()
     }
 }
