@@ -175,9 +175,16 @@ impl Default for Timeouts {
 /// JSON escaping can grow).
 const MAX_RESPONSE_BYTES: usize = 128 * 1024 * 1024;
 
-/// How long an idle connection is kept open. pveproxy closes idle
-/// keep-alive connections itself after a while; a request that finds its
-/// pooled connection closed before anything was sent goes out on a new one.
+/// How long an idle connection is kept for reuse. pveproxy closes a
+/// keep-alive connection after 5 s idle (its handle timeout), after an
+/// error answer and after 100 requests (those two say so in `Connection:
+/// close`); a connection the server closed is seen as closed and not used.
+/// Kept longer than those 5 s on purpose: a 4 s limit would keep an exec
+/// clear of a server closing the connection at the very moment it is sent,
+/// but reopened so many connections after each lull that the scale run
+/// went over one handshake per apply (docs/architecture.md). The pool
+/// hands out the connection returned last, so an exec, sent right after
+/// its own file write, goes out on one used a moment ago.
 const POOL_IDLE: Duration = Duration::from_secs(30);
 
 /// A response: status, reason phrase (Proxmox puts its error message there),
