@@ -507,6 +507,13 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     let per_config = requests::total(&during, |_| true) as f64 / targets as f64;
     let handshakes_per_apply = (pve.tls_handshakes() - handshakes_before) as f64 / targets as f64;
     let proxmox_requests_per_config = (pve.seen().len() - proxmox_requests_before) as f64 / targets as f64;
+    // Each readiness check starts with a guest ping; a router that passed
+    // one a moment ago is not checked again (vrouterconfig/recently_ready.rs).
+    let pings = pve.seen()[proxmox_requests_before..]
+        .iter()
+        .filter(|s| s.path.ends_with("/agent/ping"))
+        .count();
+    let readiness_checks_per_config = pings as f64 / targets as f64;
 
     // Idle: everything Applied, nothing changing.
     let idle_before = requests::served(&admin).await;
@@ -568,6 +575,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         "requests_per_config_budget": REQUESTS_PER_CONFIG_BUDGET,
         "requests_by_series": table(&during),
         "proxmox_requests_per_config": proxmox_requests_per_config,
+        "readiness_checks_per_config": readiness_checks_per_config,
         "tls_handshakes_per_apply": handshakes_per_apply,
         "tls_handshakes_per_apply_budget": TLS_HANDSHAKES_PER_APPLY_BUDGET,
         "reconciles_per_config": counted_during.reconciles_per(targets),
