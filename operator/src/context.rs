@@ -15,6 +15,7 @@ use vrouter_providers::{FactoryContext, KubeLookup, Provider, ProviderError, bui
 
 use crate::metrics::Metrics;
 use crate::vrouterconfig::one_apply_per_router::RouterLocks;
+use crate::vrouterconfig::recently_ready::RecentlyReady;
 use crate::vrouterconfig::status_object_retry::StatusObjectsDue;
 
 /// Builds the provider that reaches a target's router.
@@ -126,6 +127,9 @@ pub struct Context {
     pub router_locks: RouterLocks,
     /// Applied configs whose VRouterStatus is still to be created.
     pub status_objects_due: StatusObjectsDue,
+    /// Routers that passed a readiness check a moment ago: the config and
+    /// the drift controller both skip a check another one just made.
+    pub recently_ready: Arc<RecentlyReady>,
 }
 
 /// Field manager of every write the operator makes.
@@ -151,6 +155,7 @@ impl Context {
             providers,
             router_locks: RouterLocks::default(),
             status_objects_due: StatusObjectsDue::default(),
+            recently_ready: Arc::default(),
         }
     }
 

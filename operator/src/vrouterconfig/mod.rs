@@ -26,7 +26,7 @@ use crate::context::Context;
 use crate::own_writes::OwnWrites;
 use crate::reconciler::{self, Scope, Shutdown};
 use crate::vroutertarget;
-use recently_ready::{RecentlyReady, RouterKey};
+use recently_ready::RouterKey;
 
 pub use reconcile::CONTROLLER;
 pub(crate) use reconcile::summarised;
@@ -42,7 +42,6 @@ pub struct ConfigContext {
     configs: Store<VRouterConfig>,
     targets: Store<VRouterTarget>,
     own_writes: Arc<OwnWrites>,
-    recently_ready: Arc<RecentlyReady>,
 }
 
 impl Deref for ConfigContext {
@@ -82,7 +81,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let controller = controller.watches_stream(target_events, move |target| {
         configs_of_targets(by_target.state().iter().map(|c| &**c), [&target])
     });
-    let recently_ready = Arc::new(RecentlyReady::default());
+    let recently_ready = ctx.recently_ready.clone();
     let controller = match vroutertarget::vmi_resource(&scope.client).await {
         Some(resource) => {
             let (by_vmi, targets) = (configs.clone(), targets.clone());
@@ -114,7 +113,6 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
         configs,
         targets,
         own_writes,
-        recently_ready,
     });
     // Every Applied config has its VRouterStatus, however it became Applied.
     futures::join!(

@@ -7,7 +7,10 @@
 //! its VM runs is still asked every time: one call, not a check).
 //!
 //! Keyed by the router (the VM or agent a target reaches), not by the
-//! target: two targets naming one VM share the answer.
+//! target: two targets naming one VM share the answer. One record serves
+//! the config and the VRouterStatus controllers (the drift read follows an
+//! apply within seconds), and an apply that just committed counts as an
+//! answer.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

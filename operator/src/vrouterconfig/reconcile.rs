@@ -246,11 +246,18 @@ impl<'a> Apply<'a> {
     /// in; a process that restarted mid-apply takes the hold again here.
     async fn poll(&self, provider: &dyn Provider, router: Option<RouterKey>) -> Result<Action, Error> {
         let poll = to_poll(provider.get_exec_status(ExecHandle(self.status.exec_pid)).await);
-        if let (Some(router), Poll::Lost | Poll::Error(_) | Poll::Ended { .. }) = (router, &poll) {
+        if let (Some(router), Poll::Lost | Poll::Error(_) | Poll::Ended { .. }) = (&router, &poll) {
             // The agent lost the apply or did not answer: check it again first.
-            self.ctx.recently_ready.forget(&router);
+            self.ctx.recently_ready.forget(router);
         }
         let step = decide::on_exec_polled(&self.status, self.clock, poll);
+        if let Some(router) = router
+            && step.status.phase == vrouter_api::Phase::Applied
+        {
+            // It has just committed this config: as ready as a check says,
+            // for the drift read that follows.
+            self.ctx.recently_ready.record(router, Timestamp::now());
+        }
         record_apply_end(self.ctx, &self.status, &step, self.clock.now);
         let step = confirm::after_script(step, self.clock);
         if step.status.exec_pid > 0 || step.status.confirmation.is_some() {

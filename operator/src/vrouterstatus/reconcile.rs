@@ -10,7 +10,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{condition, reason};
-use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterStatusStatus};
+use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterStatusStatus, VRouterTarget};
+use vrouter_providers::Provider;
 
 use super::StatusContext;
 use super::decide::{self, ConfigView, Reading};
@@ -18,6 +19,7 @@ use super::stored_configs;
 use crate::conditions::{self, Drift, Wanted};
 use crate::metrics::ResultLabels;
 use crate::reconciler::{self, Reconciler};
+use crate::vrouterconfig::recently_ready::{self, RouterKey};
 use crate::{status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterstatus";
@@ -223,7 +225,7 @@ async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec
     if !provider.is_vm_running().await.map_err(|e| e.to_string())? {
         return Err("the VM is not running".to_owned());
     }
-    provider.check_ready().await.map_err(|e| e.to_string())?;
+    check_ready(ctx, &target, &*provider).await?;
     let startup = provider.read_startup_config().await.map_err(|e| e.to_string())?;
     let running = match provider.read_running_config().await {
         Ok(bytes) => bytes,
@@ -233,6 +235,30 @@ async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec
         }
     };
     Ok((startup, running))
+}
+
+/// The router's readiness check, unless it passed one (or committed an
+/// apply) a moment ago and has not booted since (`recently_ready`, shared
+/// with the config controller: the drift read follows an apply closely).
+async fn check_ready(ctx: &StatusContext, target: &VRouterTarget, provider: &dyn Provider) -> Result<(), String> {
+    let router = RouterKey::of(target);
+    let last_boot = target
+        .status
+        .as_ref()
+        .and_then(|s| s.last_reboot_time.as_ref())
+        .map(|t| t.0);
+    let answered = router.as_ref().and_then(|r| ctx.recently_ready.answered(r));
+    if !recently_ready::check_due(answered, Timestamp::now(), last_boot) {
+        return Ok(());
+    }
+    let checked = provider.check_ready().await;
+    if let Some(router) = router {
+        match &checked {
+            Ok(()) => ctx.recently_ready.record(router, Timestamp::now()),
+            Err(_) => ctx.recently_ready.forget(&router),
+        }
+    }
+    checked.map_err(|e| e.to_string())
 }
 
 /// Sends a drifted config back to Pending; its controller applies it again
