@@ -9,6 +9,7 @@ pub mod conditions;
 pub mod context;
 pub mod controllers;
 pub mod convert_manifests;
+pub mod crash_point;
 pub mod diff;
 pub mod finalizers;
 pub mod health_and_metrics;

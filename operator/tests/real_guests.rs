@@ -8,7 +8,7 @@
 //!   libvirtd's container, and libvirt's own agent channel reaches the guest.
 //!
 //! The operator runs with its production guest paths and settings
-//! (`/bin/vbash`, `/tmp/vrouter-apply.sh`, `/config/config.boot`,
+//! (`/bin/vbash`, `/run/vrouter-operator`, `/config/config.boot`,
 //! `cli-shell-api`, `/proc/uptime`); the guest's `/bin/vbash` is bash with
 //! the stub vyatta functions, whose log shows what `load` received and every
 //! call. One guest per provider serves this file, one test at a time.
@@ -37,10 +37,14 @@ use vrouter_test_peers::kube::FakeKubeApi;
 use vrouter_test_peers::vm::router::{RouterView, router_overlay};
 use vrouter_test_peers::vm::{ChardevTransport, Domain, Libvirt, QemuGuest, SharedGuest, VirshTransport};
 
+use std::os::unix::process::ExitStatusExt;
+
+use common::replica_process::ReplicaProcess;
 use common::{
     condition, config_phase, create, final_phase, proxmox_cluster_with, start_controllers,
     vrouter_status_syncing_every, wait_for,
 };
+use vrouter_operator::crash_point::CrashPoint;
 
 const BOOT_BOUND: Duration = Duration::from_secs(180);
 const VMID: i64 = 100;
@@ -479,34 +483,48 @@ async fn slow_apply<T: Transport>(rig: &Rig<T>, name: &str, seconds: u32) -> i64
 }
 
 /// qemu-ga killed in the guest while the apply runs: init starts a new
-/// agent that does not know the pid, so the result is lost and the apply
-/// is dispatched again, then `Applied`.
+/// agent that does not know the pid. The operator asks the router about the
+/// apply id and takes the result the router recorded: `Applied`, with the
+/// script run exactly once.
 async fn agent_killed_mid_apply<T: Transport>(rig: &Rig<T>) {
-    let first_pid = slow_apply(rig, "killed", 5).await;
+    slow_apply(rig, "killed", 5).await;
     (rig.console)("kill -KILL $(cat /run/qemu-ga.pid)");
     let configs = rig.ns.api::<VRouterConfig>();
-    let pids = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
-    let (phase, _, message) = wait_for("Applied or Failed", Duration::from_secs(240), || {
-        let (configs, pids) = (configs.clone(), pids.clone());
-        async move {
-            let status = configs.get("killed").await.ok()?.status?;
-            if status.exec_pid > 0 {
-                pids.lock().unwrap().insert(status.exec_pid);
-            }
-            Some((status.phase, (), status.message)).filter(|(p, _, _)| matches!(p, Phase::Applied | Phase::Failed))
-        }
-    })
-    .await;
+    let (phase, _, message) = final_phase(&configs, "killed", Duration::from_secs(240)).await;
     assert_eq!(phase, Phase::Applied, "{message}");
-    assert!(
-        pids.lock().unwrap().iter().any(|p| *p != first_pid),
-        "the lost apply was dispatched again"
-    );
     rig.view.set_commit_delay(0).await.unwrap();
     assert_eq!(
         rig.view.config_boot().await.unwrap(),
         b"system {\n    host-name vyos\n}\ninterfaces {\n    loopback lo {\n    }\n}\nset system host-name slow\n"
     );
+    let status = configs.get("killed").await.unwrap().status.unwrap();
+    assert_ran_once_each(rig, &[status.apply_id]).await;
+}
+
+/// The router's journal shows exactly `apply_ids` (in any order), one run
+/// each and never two at once, and the stubs saw one `commit` per run.
+async fn assert_ran_once_each<T: Transport>(rig: &Rig<T>, apply_ids: &[String]) {
+    assert_router_ran_once_each(&rig.view, apply_ids).await;
+}
+
+async fn assert_router_ran_once_each<T: Transport>(view: &RouterView<T>, apply_ids: &[String]) {
+    let mut runs = view
+        .apply_runs()
+        .await
+        .unwrap()
+        .expect("an apply still runs on the router");
+    runs.sort();
+    let mut want = apply_ids.to_vec();
+    want.sort();
+    assert_eq!(runs, want, "one run per apply id");
+    let commits = view
+        .calls()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| c == "commit")
+        .count();
+    assert_eq!(commits, apply_ids.len(), "one commit per run");
 }
 
 /// SIGCONT for the agent, also when the test fails half way.
@@ -566,7 +584,7 @@ fn fault_settings() -> Settings {
 }
 
 #[tokio::test]
-async fn proxmox_agent_killed_mid_apply_is_applied_again() {
+async fn proxmox_agent_restarted_mid_apply_the_result_is_recovered_from_the_router() {
     let guest = PVE_GUEST.lease();
     let rig = proxmox_rig("real-pve-kill", &guest, fault_settings(), "60s").await;
     agent_killed_mid_apply(&rig).await;
@@ -580,7 +598,7 @@ async fn proxmox_agent_frozen_mid_apply_times_out_then_recovers() {
 }
 
 #[tokio::test]
-async fn kubevirt_agent_killed_mid_apply_is_applied_again() {
+async fn kubevirt_agent_restarted_mid_apply_the_result_is_recovered_from_the_router() {
     let guest = KUBEVIRT_GUEST.lease();
     let rig = kubevirt_rig("real-kv-kill", &guest, fault_settings()).await;
     agent_killed_mid_apply(&rig).await;
@@ -591,6 +609,147 @@ async fn kubevirt_agent_frozen_mid_apply_times_out_then_recovers() {
     let guest = KUBEVIRT_GUEST.lease();
     let rig = kubevirt_rig("real-kv-stop", &guest, fault_settings()).await;
     agent_frozen_mid_apply(&rig).await;
+}
+
+/// Two VRouterTargets naming one Proxmox VM, a config on each, and two
+/// operators on the namespace without leader election (each with its own
+/// in-memory holds): the router's lock keeps the applies apart, and both
+/// configs end `Applied`.
+#[tokio::test]
+async fn proxmox_two_targets_on_one_vm_and_two_operators_never_overlap() {
+    let guest = PVE_GUEST.lease();
+    let rig = proxmox_rig("real-pve-alias", &guest, Settings::default(), "60s").await;
+    let _second = operator(&rig.ns, Settings::default(), None).await;
+    create::<VRouterTarget>(
+        &rig.ns,
+        json!({"metadata": {"name": "r1-alias"}, "spec": {
+            "provider": {"type": "proxmox", "proxmox": {"vmid": VMID, "clusterRef": {"name": "pve"}}},
+        }}),
+    )
+    .await;
+    rig.view.set_commit_delay(2).await.unwrap();
+    for (name, target) in [("a", "r1"), ("b", "r1-alias")] {
+        create::<VRouterConfig>(
+            &rig.ns,
+            json!({"metadata": {"name": name}, "spec": {"targetRef": {"name": target}, "commands": format!("set system host-name {name}\n")}}),
+        )
+        .await;
+    }
+    let configs = rig.ns.api::<VRouterConfig>();
+    let mut apply_ids = Vec::new();
+    for name in ["a", "b"] {
+        let (phase, _, message) = final_phase(&configs, name, Duration::from_secs(240)).await;
+        assert_eq!(phase, Phase::Applied, "{name}: {message}");
+        apply_ids.push(configs.get(name).await.unwrap().status.unwrap().apply_id);
+    }
+    rig.view.set_commit_delay(0).await.unwrap();
+    assert_ran_once_each(&rig, &apply_ids).await;
+}
+
+/// The Proxmox API loses the answer to the apply's `agent/exec` after the
+/// guest started it (`got timeout`): the operator asks the router about the
+/// apply id before dispatching again, finds it, and the script runs once.
+#[tokio::test]
+async fn proxmox_a_dispatch_whose_answer_is_lost_runs_once() {
+    let guest = PVE_GUEST.lease();
+    let rig = proxmox_rig("real-pve-lost", &guest, Settings::default(), "60s").await;
+    let pve = rig
+        ._api
+        .downcast_ref::<vrouter_test_peers::proxmox::FakeProxmox>()
+        .unwrap();
+    pve.lose_apply_answers(1);
+    rig.view.set_commit_delay(2).await.unwrap();
+    create::<VRouterConfig>(
+        &rig.ns,
+        json!({"metadata": {"name": "lost"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name lost\n"}}),
+    )
+    .await;
+    let configs = rig.ns.api::<VRouterConfig>();
+    let (phase, _, message) = final_phase(&configs, "lost", Duration::from_secs(240)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    assert_eq!(pve.apply_answers_to_lose(), 0, "the dispatch's answer was lost");
+    rig.view.set_commit_delay(0).await.unwrap();
+    let status = configs.get("lost").await.unwrap().status.unwrap();
+    assert_ran_once_each(&rig, &[status.apply_id]).await;
+}
+
+/// The operator, the released binary as its own process, killed with
+/// SIGKILL at each crash point of an apply (`VROUTER_CRASH_AT`): after the
+/// apply id is written ahead, after the router started the script but
+/// before its handle is stored, after its result was read but before it is
+/// stored. A restarted operator finishes each generation (`Applied`), and
+/// the router ran each one's script exactly once, never two at a time.
+#[tokio::test]
+async fn proxmox_an_operator_killed_at_each_crash_point_finishes_with_one_run() {
+    let guest = PVE_GUEST.lease();
+    guest.wait_for_agent(BOOT_BOUND).await.unwrap_or_else(|e| panic!("{e}"));
+    let view = RouterView::new(ChardevTransport::new(&guest, Duration::from_secs(60)));
+    view.reset().await.unwrap();
+    let env = TestEnv::shared().await;
+    let ns = env.namespace("real-pve-crash").await;
+    let pve = proxmox_cluster_with(&ns, json!({"syncInterval": "60s", "checkGuestUptime": true})).await;
+    pve.add_guest_vm(VMID, "pve1", guest.clone());
+    create::<VRouterTarget>(
+        &ns,
+        json!({"metadata": {"name": "r1"}, "spec": {
+            "provider": {"type": "proxmox", "proxmox": {"vmid": VMID, "clusterRef": {"name": "pve"}}},
+        }}),
+    )
+    .await;
+    // A slow commit keeps the script running past the dispatch's crash point.
+    view.set_commit_delay(2).await.unwrap();
+    let configs = ns.api::<VRouterConfig>();
+    let mut apply_ids = Vec::new();
+    for point in CrashPoint::ALL {
+        let name = point.name();
+        create::<VRouterConfig>(
+            &ns,
+            json!({"metadata": {"name": name}, "spec": {"targetRef": {"name": "r1"}, "commands": format!("set system host-name {name}\n")}}),
+        )
+        .await;
+        let lease = format!("{name}-crashing");
+        let mut crashing = ReplicaProcess::start_with_env(
+            env,
+            &lease,
+            ns.name(),
+            &lease,
+            &env.apiserver_url(),
+            &[],
+            &[(vrouter_operator::crash_point::ENV, name)],
+        );
+        let exit = wait_for_exit(&mut crashing, Duration::from_secs(300)).await;
+        assert_eq!(exit.signal(), Some(9), "{name}: {exit}\n{}", crashing.log());
+        let lease = format!("{name}-restarted");
+        let _restarted = ReplicaProcess::start(env, &lease, ns.name(), &lease, &env.apiserver_url(), &[]);
+        let (phase, _, message) = final_phase(&configs, name, Duration::from_secs(240)).await;
+        assert_eq!(phase, Phase::Applied, "{name}: {message}");
+        apply_ids.push(configs.get(name).await.unwrap().status.unwrap().apply_id);
+        // Paused, so drift repair of the config.boot the next one saves
+        // adds no run of its own.
+        let paused = json!({"metadata": {"annotations": {vrouter_api::constants::ANNOTATION_PAUSED: "true"}}});
+        configs
+            .patch(name, &PatchParams::default(), &Patch::Merge(paused))
+            .await
+            .unwrap();
+    }
+    view.set_commit_delay(0).await.unwrap();
+    assert_router_ran_once_each(&view, &apply_ids).await;
+}
+
+/// Waits (at most `limit`) for `replica` to exit.
+async fn wait_for_exit(replica: &mut ReplicaProcess, limit: Duration) -> std::process::ExitStatus {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = replica.exited() {
+            return status;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "the operator did not crash:\n{}",
+            replica.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// A minute of the guest's `commit-confirm` timer, in seconds: short, so

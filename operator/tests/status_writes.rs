@@ -101,7 +101,7 @@ async fn a_new_exec_handle_survives_a_label_written_while_the_apply_starts() {
         apply_timeout: std::time::Duration::from_secs(300),
     };
     let status = seen.status.clone().unwrap_or_default();
-    let before = decide::before_dispatch(&status, generation, clock);
+    let before = decide::before_dispatch(&status, generation, clock, "g1-status-writes");
     let fresh = status_writes::write_status(&client, &seen, Some(&status), &before)
         .await
         .unwrap();

@@ -140,6 +140,12 @@ pub struct VRouterConfigStatus {
     /// dispatch was first tried); bounds how long it is polled or retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec_started_time: Option<Time>,
+    /// The apply last dispatched (`g<generation>-<nonce>`), written before
+    /// the router is touched: the router records each apply under this id,
+    /// so an operator that lost the handle (a crash, a lost answer, a
+    /// restarted guest agent) asks the router instead of applying again.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub apply_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_time: Option<Time>,
     /// The target reboot this config already re-applied for, so one reboot

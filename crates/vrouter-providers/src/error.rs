@@ -89,9 +89,15 @@ pub enum ProviderError {
     /// The handle of an earlier `exec_script` can no longer be looked up: the
     /// operator restarted (vrouter-daemon keeps handles in memory) or the guest
     /// agent no longer knows the pid. Polling it again can never succeed; the
-    /// caller should dispatch a fresh apply.
+    /// caller asks the router about the apply id ([`crate::Provider::apply_record`]).
     #[error("result of exec handle {handle} is lost: {reason}")]
     ExecResultLost { handle: i64, reason: String },
+
+    /// The router knows this apply id already (an earlier dispatch of it
+    /// started, its answer lost): nothing was started again. Its record,
+    /// from [`crate::Provider::apply_record`], has the result.
+    #[error("apply {apply} was dispatched to the router before; its record there decides")]
+    AlreadyDispatched { apply: String },
 
     /// The VM does not exist (any more). `is_vm_running` reports this as
     /// `Ok(false)`; the other operations need a VM and return it.

@@ -11,7 +11,8 @@ use vrouter_api::ProviderType;
 use vrouter_qga::{GuestFlavor, SUBSTATE_EXITED};
 
 use crate::error::ProviderError;
-use crate::provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};
+use crate::provider::{ApplyRecord, ExecHandle, ExecOutcome, ExecStatus, Provider};
+use vrouter_qga::{ApplyId, arbiter};
 
 /// Paths and commands inside the guest: the one place the operator names
 /// them. The defaults are the router's (`vrouter_qga::constants` says why
@@ -20,8 +21,9 @@ use crate::provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};
 /// with `bash` instead of `/bin/vbash`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GuestPaths {
-    /// Where the apply script is written (overwritten by every apply).
-    pub script_path: String,
+    /// The root-only directory the guest keeps apply records in and runs
+    /// each apply's script from (`vrouter_qga::arbiter` says how).
+    pub state_dir: String,
     /// What runs the apply script.
     pub interpreter: String,
     /// Asked for the router unit's SubState.
@@ -42,7 +44,7 @@ pub struct GuestPaths {
 impl Default for GuestPaths {
     fn default() -> Self {
         GuestPaths {
-            script_path: vrouter_qga::constants::APPLY_SCRIPT_PATH.to_string(),
+            state_dir: vrouter_qga::constants::APPLY_STATE_DIR.to_string(),
             interpreter: vrouter_qga::constants::APPLY_INTERPRETER.to_string(),
             systemctl: vrouter_qga::constants::SYSTEMCTL_PATH.to_string(),
             os_release: vrouter_qga::constants::OS_RELEASE_PATH.to_string(),
@@ -127,8 +129,25 @@ impl<P: AgentProvider> Provider for P {
         check_ready(self, self.paths(), self.timing()).await
     }
 
-    async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError> {
-        exec_script(self, self.paths(), config, commands, save).await
+    async fn exec_script(
+        &self,
+        apply: &ApplyId,
+        config: &str,
+        commands: &str,
+        save: bool,
+    ) -> Result<ExecHandle, ProviderError> {
+        let script = crate::outcome::render_script(config, commands, save)?;
+        start_apply(self, self.paths(), self.timing(), apply, &script).await
+    }
+
+    async fn apply_record(&self, apply: &ApplyId) -> Result<ApplyRecord, ProviderError> {
+        apply_record(self, self.paths(), self.timing(), apply).await
+    }
+
+    async fn stop_apply(&self, apply: &ApplyId) -> Result<(), ProviderError> {
+        self.exec(&arbiter::stop_argv(&self.paths().state_dir, apply))
+            .await
+            .map(drop)
     }
 
     fn confirm_supported(&self) -> Result<(), ProviderError> {
@@ -137,12 +156,13 @@ impl<P: AgentProvider> Provider for P {
 
     async fn exec_confirmed_script(
         &self,
+        apply: &ApplyId,
         config: &str,
         commands: &str,
         minutes: u32,
     ) -> Result<ExecHandle, ProviderError> {
         let script = crate::outcome::render_confirmed_script(config, commands, minutes)?;
-        start_script(self, self.paths(), &script).await
+        start_apply(self, self.paths(), self.timing(), apply, &script).await
     }
 
     async fn run_check(&self, argv: &[String], timeout: Duration) -> Result<ExecOutcome, ProviderError> {
@@ -158,7 +178,17 @@ impl<P: AgentProvider> Provider for P {
     }
 
     async fn get_exec_status(&self, handle: ExecHandle) -> Result<ExecStatus, ProviderError> {
-        self.exec_status(handle.get()).await
+        match self.exec_status(handle.get()).await? {
+            // A wrapper that found its apply id claimed ran nothing: the
+            // first dispatch's record holds the result.
+            ExecStatus::Exited(outcome) if arbiter::is_duplicate(outcome.exit_code, &outcome.stderr) => {
+                Err(ProviderError::ExecResultLost {
+                    handle: handle.get(),
+                    reason: "the router had started this apply before; ask it for the apply's record".into(),
+                })
+            }
+            status => Ok(status),
+        }
     }
 
     async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
@@ -193,6 +223,16 @@ pub(crate) async fn run_to_exit(
     timing: GuestTiming,
 ) -> Result<ExecOutcome, ProviderError> {
     let pid = agent.exec(argv).await?;
+    wait_to_exit(agent, pid, &format!("`{}`", argv.join(" ")), timing).await
+}
+
+/// Waits for `pid` (running `what`) to exit, within `timing.command_timeout`.
+async fn wait_to_exit(
+    agent: &dyn GuestAgent,
+    pid: i64,
+    what: &str,
+    timing: GuestTiming,
+) -> Result<ExecOutcome, ProviderError> {
     let deadline = Instant::now() + timing.command_timeout;
     loop {
         if let ExecStatus::Exited(outcome) = agent.exec_status(pid).await? {
@@ -200,7 +240,7 @@ pub(crate) async fn run_to_exit(
         }
         if Instant::now() >= deadline {
             return Err(ProviderError::Timeout {
-                operation: format!("waiting for `{}` in the guest", argv.join(" ")),
+                operation: format!("waiting for {what} in the guest"),
                 after: timing.command_timeout,
             });
         }
@@ -315,30 +355,88 @@ pub(crate) async fn check_ready(
     }
 }
 
-/// Renders the apply script, writes it, and starts it.
-pub(crate) async fn exec_script(
+/// What the router recorded about `apply` (its state directory is created
+/// on the way, so a script can be staged there next).
+pub(crate) async fn apply_record(
     agent: &dyn GuestAgent,
     paths: &GuestPaths,
-    config: &str,
-    commands: &str,
-    save: bool,
-) -> Result<ExecHandle, ProviderError> {
-    let script = crate::outcome::render_script(config, commands, save)?;
-    start_script(agent, paths, &script).await
+    timing: GuestTiming,
+    apply: &ApplyId,
+) -> Result<ApplyRecord, ProviderError> {
+    let stdout = read_command_output_with_stderr(agent, &arbiter::query_argv(&paths.state_dir, apply), timing).await?;
+    let record = arbiter::parse_record(&stdout.0, &stdout.1)
+        .map_err(|e| ProviderError::protocol("guest agent", format!("the apply record of {apply}: {e}")))?;
+    Ok(match record {
+        arbiter::ApplyRecord::Unknown => ApplyRecord::Unknown,
+        arbiter::ApplyRecord::Vanished => ApplyRecord::Vanished,
+        arbiter::ApplyRecord::Running { pid } => ApplyRecord::Running(ExecHandle(pid)),
+        arbiter::ApplyRecord::Finished {
+            exit_code,
+            stdout,
+            stderr,
+        } => ApplyRecord::Finished(ExecOutcome {
+            exit_code,
+            stdout,
+            stderr,
+            ..ExecOutcome::default()
+        }),
+    })
 }
 
-/// Writes `script` to the script path and starts it.
-async fn start_script(agent: &dyn GuestAgent, paths: &GuestPaths, script: &str) -> Result<ExecHandle, ProviderError> {
-    agent.write_file(&paths.script_path, script.as_bytes()).await?;
+/// Starts `script` as apply `apply` unless the router knows the id: asks
+/// the router, stages the script in its state directory under a name of
+/// this attempt's own, and starts the wrapper that claims the id, takes
+/// the router's lock and runs it.
+pub(crate) async fn start_apply(
+    agent: &dyn GuestAgent,
+    paths: &GuestPaths,
+    timing: GuestTiming,
+    apply: &ApplyId,
+    script: &str,
+) -> Result<ExecHandle, ProviderError> {
+    match apply_record(agent, paths, timing, apply).await? {
+        ApplyRecord::Unknown => {}
+        ApplyRecord::Running(handle) => return Ok(handle),
+        ApplyRecord::Finished(_) | ApplyRecord::Vanished => {
+            return Err(ProviderError::AlreadyDispatched {
+                apply: apply.to_string(),
+            });
+        }
+    }
+    let staged = arbiter::staged_script_path(&paths.state_dir, apply);
+    agent.write_file(&staged, script.as_bytes()).await?;
     let pid = agent
-        .exec(&[paths.interpreter.clone(), paths.script_path.clone()])
+        .exec(&arbiter::wrapper_argv(
+            &paths.state_dir,
+            apply,
+            &staged,
+            &paths.interpreter,
+        ))
         .await?;
     Ok(ExecHandle(pid))
 }
 
-/// Runs the confirmation script (`confirm`, then `save`) to its end. It
-/// goes to the apply script's own path: the confirmed apply that wrote the
-/// last script there has ended, and the router runs one apply at a time.
+/// Runs a command to completion; its stdout and stderr once it exits 0.
+async fn read_command_output_with_stderr(
+    agent: &dyn GuestAgent,
+    argv: &[String],
+    timing: GuestTiming,
+) -> Result<(String, String), ProviderError> {
+    let outcome = run_to_exit(agent, argv, timing).await?;
+    if outcome.exit_code != 0 || outcome.error.is_some() {
+        return Err(ProviderError::GuestCommand {
+            command: argv.first().cloned().unwrap_or_default(),
+            exit_code: outcome.exit_code,
+            stderr: outcome.error.unwrap_or_else(|| outcome.stderr.trim().to_string()),
+        });
+    }
+    Ok((outcome.stdout, outcome.stderr))
+}
+
+/// Runs the confirmation script (`confirm`, then `save`) to its end, as an
+/// apply of its own: it opens a configure session, so it takes the
+/// router's lock like any apply. Confirming twice is harmless (`confirm`
+/// says "No confirm pending"), so a fresh id per call is enough.
 pub(crate) async fn confirm_apply(
     agent: &dyn GuestAgent,
     paths: &GuestPaths,
@@ -346,9 +444,10 @@ pub(crate) async fn confirm_apply(
     save: bool,
 ) -> Result<(), ProviderError> {
     let script = vrouter_render::render_confirm_script(save);
-    agent.write_file(&paths.script_path, script.as_bytes()).await?;
-    let argv = [paths.interpreter.clone(), paths.script_path.clone()];
-    let outcome = run_to_exit(agent, &argv, timing).await?;
+    let apply =
+        ApplyId::parse(&format!("confirm-{}", ApplyId::fresh(0))).expect("a fresh id with a safe prefix is safe");
+    let pid = start_apply(agent, paths, timing, &apply, &script).await?;
+    let outcome = wait_to_exit(agent, pid.get(), "the confirm script", timing).await?;
     match outcome.failure() {
         None => Ok(()),
         Some(why) => Err(ProviderError::GuestCommand {

@@ -8,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use vrouter_api::ProviderType;
 
 use crate::error::ProviderError;
+use vrouter_qga::ApplyId;
 
 /// Identifies one dispatched apply, to be polled with
 /// [`Provider::get_exec_status`]. It is what `VRouterConfig.status.execPID`
@@ -32,6 +33,22 @@ impl From<i64> for ExecHandle {
     fn from(v: i64) -> Self {
         ExecHandle(v)
     }
+}
+
+/// What the router recorded about an apply id
+/// ([`Provider::apply_record`]): the router is the arbiter of whether an
+/// apply ran, not the operator's memory of a handle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApplyRecord {
+    /// The router never started it: dispatching it is safe.
+    Unknown,
+    /// It runs (or waits for the router's lock); poll this handle.
+    Running(ExecHandle),
+    /// It ended; this is its result.
+    Finished(ExecOutcome),
+    /// It started but ended without a result (its wrapper was killed): it
+    /// may have run in part, and only a new apply makes the router known.
+    Vanished,
 }
 
 /// Where a dispatched apply stands.
@@ -92,8 +109,29 @@ pub trait Provider: Send + Sync + fmt::Debug {
 
     /// Starts applying `config` (a config.boot fragment, may be empty) then
     /// `commands` (configure-mode lines, may be empty), committing and, when
-    /// `save`, saving. Returns at once with a handle to poll.
-    async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError>;
+    /// `save`, saving, as apply `apply`. Returns at once with a handle to
+    /// poll. An id the router knows already is not started again: a running
+    /// one's handle is returned, a finished one is
+    /// [`ProviderError::AlreadyDispatched`].
+    async fn exec_script(
+        &self,
+        apply: &ApplyId,
+        config: &str,
+        commands: &str,
+        save: bool,
+    ) -> Result<ExecHandle, ProviderError>;
+
+    /// What the router recorded about `apply`: asked before a dispatch that
+    /// may have happened already, and whenever a handle is lost.
+    async fn apply_record(&self, apply: &ApplyId) -> Result<ApplyRecord, ProviderError>;
+
+    /// Stops `apply` on the router if it still runs (an apply that timed
+    /// out), so the next one does not wait for it. Best effort: the router's
+    /// lock keeps the next one from overlapping it either way.
+    async fn stop_apply(&self, apply: &ApplyId) -> Result<(), ProviderError> {
+        let _ = apply;
+        Ok(())
+    }
 
     /// Whether this provider can carry a confirmed apply (`spec.confirm`) to
     /// its end: start it, check the router, confirm. The error says why not.
@@ -113,11 +151,12 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// check the router in between, must not start what it cannot finish.
     async fn exec_confirmed_script(
         &self,
+        apply: &ApplyId,
         config: &str,
         commands: &str,
         minutes: u32,
     ) -> Result<ExecHandle, ProviderError> {
-        let _ = (config, commands, minutes);
+        let _ = (apply, config, commands, minutes);
         self.confirm_supported()?;
         Err(ProviderError::NotSupported {
             provider: self.kind().as_str(),

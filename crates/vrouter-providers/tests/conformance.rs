@@ -10,6 +10,7 @@ mod common;
 
 use std::time::Duration;
 
+use vrouter_providers::ApplyId;
 use vrouter_providers::{ExecStatus, Provider, ProviderError};
 use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
 use vrouter_test_peers::guest::GuestSandbox;
@@ -114,7 +115,7 @@ async fn every_provider_applies_a_config_and_reports_the_outcome() {
         let p = router.provider();
         assert!(p.is_vm_running().await.unwrap(), "{name}");
         p.check_ready().await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        let handle = p.exec_script(CONFIG, COMMANDS, true).await.unwrap();
+        let handle = p.exec_script(&ApplyId::fresh(1), CONFIG, COMMANDS, true).await.unwrap();
         assert!(handle.get() > 0, "{name}");
         let outcome = poll_until_exited(&*p, handle).await.unwrap();
         assert_eq!(outcome.exit_code, 0, "{name}: {outcome:?}");
@@ -160,7 +161,10 @@ async fn every_provider_fails_an_apply_whose_set_fails_though_it_exits_zero() {
     for router in Router::every_provider().await {
         let name = router.name();
         let p = router.provider();
-        let handle = p.exec_script("", "set interfaces INVALID", true).await.unwrap();
+        let handle = p
+            .exec_script(&ApplyId::fresh(1), "", "set interfaces INVALID", true)
+            .await
+            .unwrap();
         let outcome = poll_until_exited(&*p, handle).await.unwrap();
         assert_eq!(
             outcome.exit_code, 0,
@@ -176,7 +180,10 @@ async fn every_provider_fails_an_apply_that_exits_non_zero() {
     for router in Router::every_provider().await {
         let name = router.name();
         let p = router.provider();
-        let handle = p.exec_script("", "echo broken >&2\nexit 3", true).await.unwrap();
+        let handle = p
+            .exec_script(&ApplyId::fresh(1), "", "echo broken >&2\nexit 3", true)
+            .await
+            .unwrap();
         let outcome = poll_until_exited(&*p, handle).await.unwrap();
         assert_eq!(outcome.exit_code, 3, "{name}: {outcome:?}");
         if router.is_guest() {
@@ -245,7 +252,7 @@ async fn every_guest_provider_reads_the_startup_and_running_config() {
     for router in Router::every_guest_provider().await {
         let name = router.name();
         let p = router.provider();
-        let outcome = poll_until_exited(&*p, p.exec_script(CONFIG, "", true).await.unwrap())
+        let outcome = poll_until_exited(&*p, p.exec_script(&ApplyId::fresh(1), CONFIG, "", true).await.unwrap())
             .await
             .unwrap();
         assert_eq!(outcome.failure(), None, "{name}: {outcome:?}");
@@ -272,7 +279,7 @@ async fn every_guest_provider_delivers_a_script_larger_than_one_agent_write() {
     for router in Router::every_guest_provider().await {
         let name = router.name();
         let p = router.provider();
-        let outcome = poll_until_exited(&*p, p.exec_script(&config, "", true).await.unwrap())
+        let outcome = poll_until_exited(&*p, p.exec_script(&ApplyId::fresh(1), &config, "", true).await.unwrap())
             .await
             .unwrap();
         assert_eq!(outcome.failure(), None, "{name}: {outcome:?}");

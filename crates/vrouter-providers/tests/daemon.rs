@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::{TcpListener, TcpStream};
 use vrouter_api::DaemonConfig;
+use vrouter_providers::ApplyId;
 use vrouter_providers::daemon::payload::largest_plain_config;
 use vrouter_providers::daemon::proto::ApplyConfigRequest;
 use vrouter_providers::daemon::{DaemonOptions, DaemonProvider, ExecRegistry};
@@ -109,7 +110,7 @@ async fn a_confirmed_apply_is_refused_with_the_reason() {
         assert!(message.contains(needle), "{message}");
     }
     let err = up
-        .exec_confirmed_script("", "set system host-name r1\n", 5)
+        .exec_confirmed_script(&ApplyId::fresh(1), "", "set system host-name r1\n", 5)
         .await
         .unwrap_err();
     assert_eq!(err.to_string(), message);
@@ -153,6 +154,7 @@ async fn an_apply_runs_the_agents_script_with_the_config_and_commands_byte_for_b
         let before = agent.sandbox().calls().len();
         let handle = provider
             .exec_script(
+                &ApplyId::fresh(1),
                 config,
                 "set system host-name r1\nset system ntp server 192.0.2.2\n",
                 true,
@@ -196,7 +198,10 @@ async fn an_empty_config_loads_the_default_config_and_the_commands_still_run() {
     let daemon = Daemon::start();
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let provider = provider(&daemon, "r1", 60);
-    let handle = provider.exec_script("", "set system host-name r1", true).await.unwrap();
+    let handle = provider
+        .exec_script(&ApplyId::fresh(1), "", "set system host-name r1", true)
+        .await
+        .unwrap();
     assert!(wait(&provider, handle).await.unwrap().succeeded());
     assert_eq!(
         agent.sandbox().calls(),
@@ -210,7 +215,12 @@ async fn a_failing_script_reports_its_code_with_stderr_merged_into_stdout() {
     let _agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let provider = provider(&daemon, "r1", 60);
     let handle = provider
-        .exec_script("", "echo 'commit: configuration error' >&2\nexit 3", true)
+        .exec_script(
+            &ApplyId::fresh(1),
+            "",
+            "echo 'commit: configuration error' >&2\nexit 3",
+            true,
+        )
         .await
         .unwrap();
     let outcome = wait(&provider, handle).await.unwrap();
@@ -227,7 +237,12 @@ async fn a_set_failure_that_exits_zero_fails_the_apply() {
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let provider = provider(&daemon, "r1", 60);
     let handle = provider
-        .exec_script("", "set interfaces ethernet eth9 address INVALID", true)
+        .exec_script(
+            &ApplyId::fresh(1),
+            "",
+            "set interfaces ethernet eth9 address INVALID",
+            true,
+        )
         .await
         .unwrap();
     let outcome = wait(&provider, handle).await.unwrap();
@@ -242,7 +257,10 @@ async fn an_agent_that_cannot_write_its_script_reports_why() {
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     std::fs::remove_dir_all(agent.script_dir()).unwrap();
     let provider = provider(&daemon, "r1", 60);
-    let handle = provider.exec_script("", "set x", true).await.unwrap();
+    let handle = provider
+        .exec_script(&ApplyId::fresh(1), "", "set x", true)
+        .await
+        .unwrap();
     let outcome = wait(&provider, handle).await.unwrap();
     assert_eq!(outcome.exit_code, -1, "{outcome:?}");
     let failure = outcome.failure().unwrap();
@@ -259,18 +277,26 @@ async fn what_the_agent_cannot_carry_is_refused_before_anything_is_sent() {
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let provider = provider(&daemon, "r1", 60);
     let refusals = [
-        ("save: false", provider.exec_script("system {\n}\n", "", false).await),
+        (
+            "save: false",
+            provider
+                .exec_script(&ApplyId::fresh(1), "system {\n}\n", "", false)
+                .await,
+        ),
         (
             "the agent's delimiter",
             provider
-                .exec_script("system {\n}\nVYOS_CONFIG_EOF\nset x", "", true)
+                .exec_script(&ApplyId::fresh(1), "system {\n}\nVYOS_CONFIG_EOF\nset x", "", true)
                 .await,
         ),
-        ("a NUL byte", provider.exec_script("", "set a\0b", true).await),
+        (
+            "a NUL byte",
+            provider.exec_script(&ApplyId::fresh(1), "", "set a\0b", true).await,
+        ),
         (
             "too large",
             provider
-                .exec_script(&"a".repeat(largest_plain_config() + 1), "", true)
+                .exec_script(&ApplyId::fresh(1), &"a".repeat(largest_plain_config() + 1), "", true)
                 .await,
         ),
     ];
@@ -321,7 +347,10 @@ async fn the_largest_config_the_agent_accepts_arrives_whole_and_one_byte_more_br
     let provider = provider(&daemon, "r1", 120);
     let largest = largest_plain_config();
     let config = "a".repeat(largest);
-    let handle = provider.exec_script(&config, "", true).await.unwrap();
+    let handle = provider
+        .exec_script(&ApplyId::fresh(1), &config, "", true)
+        .await
+        .unwrap();
     assert!(wait(&provider, handle).await.unwrap().succeeded());
     let loaded = agent.sandbox().loaded_config().unwrap();
     assert_eq!(loaded.len(), largest + 1);
@@ -349,7 +378,12 @@ async fn a_timed_out_apply_still_runs_to_its_end_and_the_next_apply_waits_for_it
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let quick = provider(&daemon, "r1", 1);
     let handle = quick
-        .exec_script("", &format!("{}\nset system host-name slow", agent.gate("slow")), true)
+        .exec_script(
+            &ApplyId::fresh(1),
+            "",
+            &format!("{}\nset system host-name slow", agent.gate("slow")),
+            true,
+        )
         .await
         .unwrap();
     let err = wait(&quick, handle).await.unwrap_err();
@@ -363,7 +397,7 @@ async fn a_timed_out_apply_still_runs_to_its_end_and_the_next_apply_waits_for_it
     // The next apply goes to the same agent, which runs one script at a time.
     let patient = provider(&daemon, "r1", 60);
     let next = patient
-        .exec_script("", "set system host-name next", true)
+        .exec_script(&ApplyId::fresh(1), "", "set system host-name next", true)
         .await
         .unwrap();
     assert!(wait(&patient, next).await.unwrap().succeeded());
@@ -389,7 +423,7 @@ async fn a_frozen_agent_looks_connected_its_apply_times_out_and_runs_when_it_tha
         "the server cannot tell a frozen agent"
     );
     let handle = provider
-        .exec_script("", "set system host-name stale", true)
+        .exec_script(&ApplyId::fresh(1), "", "set system host-name stale", true)
         .await
         .unwrap();
     let err = wait(&provider, handle).await.unwrap_err();
@@ -409,7 +443,7 @@ async fn an_agent_killed_mid_apply_loses_the_result_and_is_no_longer_running() {
     let mut agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let provider = provider(&daemon, "r1", 60);
     let handle = provider
-        .exec_script("", "sleep 30\nset system host-name never", true)
+        .exec_script(&ApplyId::fresh(1), "", "sleep 30\nset system host-name never", true)
         .await
         .unwrap();
     wait_for_calls(&agent, "the script started", |c| c.contains(&"configure".to_string())).await;
@@ -426,7 +460,10 @@ async fn an_apply_to_an_agent_that_is_not_connected_is_lost_and_nothing_runs() {
     let daemon = Daemon::start();
     let provider = provider(&daemon, "nobody", 60);
     assert!(!provider.is_vm_running().await.unwrap());
-    let handle = provider.exec_script("", "set x", true).await.unwrap();
+    let handle = provider
+        .exec_script(&ApplyId::fresh(1), "", "set x", true)
+        .await
+        .unwrap();
     let err = wait(&provider, handle).await.unwrap_err();
     assert!(err.is_exec_result_lost(), "{err}");
     assert!(err.to_string().contains("not connected"), "{err}");
@@ -439,6 +476,7 @@ async fn a_server_killed_mid_apply_loses_the_result_and_the_restarted_server_app
     let provider = provider(&daemon, "r1", 60);
     let handle = provider
         .exec_script(
+            &ApplyId::fresh(1),
             "",
             &format!("{}\nset system host-name first", agent.gate("first")),
             true,
@@ -469,7 +507,7 @@ async fn a_server_killed_mid_apply_loses_the_result_and_the_restarted_server_app
     // The same provider (and its shared connection) reaches the new server;
     // the apply waits in Redis until the agent has reconnected.
     let handle = provider
-        .exec_script("", "set system host-name second", true)
+        .exec_script(&ApplyId::fresh(1), "", "set system host-name second", true)
         .await
         .unwrap();
     assert!(wait(&provider, handle).await.unwrap().succeeded());
@@ -490,7 +528,10 @@ async fn after_a_server_crash_a_vanished_agent_looks_connected_and_its_apply_tim
     // stays until its TTL (60 s after the last refresh) runs out.
     let provider = provider(&daemon, "r1", 1);
     assert!(provider.is_vm_running().await.unwrap());
-    let handle = provider.exec_script("", "set x", true).await.unwrap();
+    let handle = provider
+        .exec_script(&ApplyId::fresh(1), "", "set x", true)
+        .await
+        .unwrap();
     let err = wait(&provider, handle).await.unwrap_err();
     assert!(err.is_timeout(), "{err}");
 }
@@ -501,7 +542,12 @@ async fn a_restarted_operator_loses_its_handle_and_its_new_apply_waits_for_the_o
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let before = provider_at(daemon.address(), "r1", 60, Arc::new(ExecRegistry::new()));
     let old = before
-        .exec_script("", &format!("{}\nset system host-name old", agent.gate("old")), true)
+        .exec_script(
+            &ApplyId::fresh(1),
+            "",
+            &format!("{}\nset system host-name old", agent.gate("old")),
+            true,
+        )
         .await
         .unwrap();
     wait_for_calls(&agent, "the old script started", |c| {
@@ -514,7 +560,10 @@ async fn a_restarted_operator_loses_its_handle_and_its_new_apply_waits_for_the_o
     let err = after.get_exec_status(old).await.unwrap_err();
     assert!(err.is_exec_result_lost(), "{err}");
     assert!(err.to_string().contains("restarted"), "{err}");
-    let new = after.exec_script("", "set system host-name new", true).await.unwrap();
+    let new = after
+        .exec_script(&ApplyId::fresh(1), "", "set system host-name new", true)
+        .await
+        .unwrap();
     assert_ne!(new, old);
     agent.open_gate("old");
     assert!(wait(&after, new).await.unwrap().succeeded());
@@ -551,6 +600,7 @@ async fn an_agent_with_an_init_config_loads_it_instead_of_the_pushed_config() {
     let provider = provider(&daemon, "r1", 60);
     let handle = provider
         .exec_script(
+            &ApplyId::fresh(1),
             "system {\n    host-name pushed\n}\n",
             "set system host-name pushed",
             true,
@@ -587,7 +637,7 @@ async fn with_the_rollback_policy_a_server_outage_loads_the_init_config_behind_t
         .await;
     let provider = provider(&daemon, "r1", 60);
     let handle = provider
-        .exec_script("system {\n    host-name pushed\n}\n", "", true)
+        .exec_script(&ApplyId::fresh(1), "system {\n    host-name pushed\n}\n", "", true)
         .await
         .unwrap();
     assert!(wait(&provider, handle).await.unwrap().succeeded());
@@ -643,7 +693,7 @@ async fn one_connection_per_address_is_shared() {
             // A fresh provider per call, as controllers build one per reconcile.
             let p = provider_at(address.clone(), agent, 60, registry.clone());
             assert!(p.is_vm_running().await.unwrap(), "round {round} {agent}");
-            let h = p.exec_script("c", "", true).await.unwrap();
+            let h = p.exec_script(&ApplyId::fresh(1), "c", "", true).await.unwrap();
             assert!(wait(&p, h).await.unwrap().succeeded());
         }
     }

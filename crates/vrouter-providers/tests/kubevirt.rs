@@ -4,6 +4,7 @@
 
 mod common;
 
+use vrouter_providers::ApplyId;
 use vrouter_providers::kubevirt::virsh;
 use vrouter_providers::{Provider, ProviderError};
 use vrouter_test_peers::wait_for_exit;
@@ -18,7 +19,10 @@ async fn full_apply_path_through_virsh_in_the_launcher_pod() {
     let g = guest("vyos").await;
     let p = g.provider();
     p.check_ready().await.unwrap();
-    let handle = p.exec_script(CONFIG, "set system host-name a", true).await.unwrap();
+    let handle = p
+        .exec_script(&ApplyId::fresh(1), CONFIG, "set system host-name a", true)
+        .await
+        .unwrap();
     let outcome = wait_for_exit(&p, handle).await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
 
@@ -44,7 +48,7 @@ async fn a_command_reads_back_its_output_and_a_failed_one_is_named() {
     let g = guest("vyos").await;
     let p = g.provider();
     // The running config comes from a command, through the same carrier.
-    let saved = wait_for_exit(&p, p.exec_script(CONFIG, "", true).await.unwrap()).await;
+    let saved = wait_for_exit(&p, p.exec_script(&ApplyId::fresh(1), CONFIG, "", true).await.unwrap()).await;
     assert_eq!(saved.failure(), None, "{saved:?}");
     let running = p.read_command_output(&g.sandbox.show_config_command()).await.unwrap();
     assert_eq!(running, CONFIG.as_bytes());

@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use vrouter_providers::ApplyId;
 use vrouter_providers::proxmox::{ApiToken, ClusterClient, ClusterVm, ProxmoxClients, ProxmoxProvider, SharedClient};
 use vrouter_providers::{ExecStatus, Provider, ProviderError};
 use vrouter_test_peers::proxmox::{SilentEndpoint, refusing_endpoint};
@@ -20,7 +21,9 @@ async fn read_command_output_returns_stdout_and_names_a_failed_command() {
     let p = g.provider();
     let outcome = wait_for_exit(
         &p,
-        p.exec_script(CONFIG, "set system host-name r1", true).await.unwrap(),
+        p.exec_script(&ApplyId::fresh(1), CONFIG, "set system host-name r1", true)
+            .await
+            .unwrap(),
     )
     .await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
@@ -50,7 +53,13 @@ async fn read_command_output_returns_stdout_and_names_a_failed_command() {
 async fn save_false_and_empty_config_load_the_default() {
     let g = guest("vyos").await;
     let p = g.provider();
-    let outcome = wait_for_exit(&p, p.exec_script("", "set system host-name r2", false).await.unwrap()).await;
+    let outcome = wait_for_exit(
+        &p,
+        p.exec_script(&ApplyId::fresh(1), "", "set system host-name r2", false)
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
     let calls = g.sandbox.calls();
     assert!(
@@ -164,7 +173,7 @@ async fn vm_that_moved_is_found_on_its_new_node() {
     assert!(p.is_vm_running().await.unwrap());
     assert_eq!(p.current_node().as_deref(), Some("pve2"));
     g.pve.move_vm(VMID, "pve3");
-    let outcome = wait_for_exit(&p, p.exec_script(CONFIG, "", true).await.unwrap()).await;
+    let outcome = wait_for_exit(&p, p.exec_script(&ApplyId::fresh(1), CONFIG, "", true).await.unwrap()).await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
     assert_eq!(p.current_node().as_deref(), Some("pve3"));
 }
@@ -173,7 +182,10 @@ async fn vm_that_moved_is_found_on_its_new_node() {
 async fn apply_that_never_exits_stays_running() {
     let g = guest("vyos").await;
     let p = g.provider();
-    let handle = p.exec_script("", "set system host-name r1", true).await.unwrap();
+    let handle = p
+        .exec_script(&ApplyId::fresh(1), "", "set system host-name r1", true)
+        .await
+        .unwrap();
     g.pve.stall_exec_status(VMID, true);
     for _ in 0..20 {
         assert_eq!(p.get_exec_status(handle).await.unwrap(), ExecStatus::Running);
@@ -235,7 +247,7 @@ async fn the_token_secret_never_appears_in_errors_debug_or_logs() {
     g.pve.stall_endpoint(0, true);
     let err = ProxmoxProvider::new(stalled)
         .unwrap()
-        .exec_script("", "set system host-name r1", true)
+        .exec_script(&ApplyId::fresh(1), "", "set system host-name r1", true)
         .await
         .unwrap_err();
     g.pve.stall_endpoint(0, false);
@@ -335,7 +347,10 @@ async fn a_sent_exec_is_never_repeated_on_another_endpoint() {
     assert!(p.is_vm_running().await.unwrap());
     // The script write is idempotent and fails over too; the exec that would
     // start it may already have run on the first endpoint, so it is not re-sent.
-    let err = p.exec_script("", "set system host-name r1", true).await.unwrap_err();
+    let err = p
+        .exec_script(&ApplyId::fresh(1), "", "set system host-name r1", true)
+        .await
+        .unwrap_err();
     assert!(err.is_timeout(), "{err}");
     let execs: Vec<_> = g
         .pve
@@ -366,7 +381,7 @@ async fn one_connection_serves_every_request_and_provider_of_a_cluster_until_its
     let outcome = wait_for_exit(
         &first,
         first
-            .exec_script(CONFIG, "set system host-name r1", true)
+            .exec_script(&ApplyId::fresh(1), CONFIG, "set system host-name r1", true)
             .await
             .unwrap(),
     )
@@ -413,7 +428,10 @@ async fn a_pooled_connection_to_a_stalled_endpoint_is_not_a_way_around_the_failo
     // Reads fail over; the exec sent over the first endpoint is not re-sent.
     let p = ProxmoxProvider::new(settings).unwrap();
     assert!(p.is_vm_running().await.unwrap());
-    let err = p.exec_script("", "set system host-name r1", true).await.unwrap_err();
+    let err = p
+        .exec_script(&ApplyId::fresh(1), "", "set system host-name r1", true)
+        .await
+        .unwrap_err();
     assert!(err.is_timeout(), "{err}");
     let execs: Vec<_> = g
         .pve

@@ -1,5 +1,5 @@
 //! The KubeVirt and Proxmox providers against real guests, with the
-//! operator's production guest paths (`/bin/vbash`, `/tmp/vrouter-apply.sh`,
+//! operator's production guest paths (`/bin/vbash`, `/run/vrouter-operator`,
 //! `/config/config.boot`, `/usr/bin/systemctl`, `/etc/os-release`):
 //!
 //! - Proxmox VE: the in-test API relays each agent call to the guest's QEMU
@@ -14,6 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use vrouter_providers::ApplyId;
 use vrouter_providers::kubevirt::{KubeVirtOptions, KubeVirtProvider};
 use vrouter_providers::proxmox::{ApiToken, ProxmoxProvider, ProxmoxSettings};
 use vrouter_providers::{GuestPaths, GuestTiming, Provider, ProviderError};
@@ -125,6 +126,7 @@ async fn apply_and_read_back<T: Transport>(rig: &Rig<T>) {
 
     let handle = p
         .exec_script(
+            &ApplyId::fresh(1),
             CONFIG,
             "set system host-name r1\nset interfaces ethernet eth0 mtu 1400",
             true,
@@ -161,7 +163,12 @@ async fn failed_set_fails_the_apply<T: Transport>(rig: &Rig<T>) {
     rig.view.reset().await.unwrap();
     let handle = rig
         .provider
-        .exec_script("", "set interfaces ethernet eth0 address INVALID", false)
+        .exec_script(
+            &ApplyId::fresh(1),
+            "",
+            "set interfaces ethernet eth0 address INVALID",
+            false,
+        )
         .await
         .unwrap();
     let outcome = wait_for_exit(rig.provider.as_ref(), handle).await;
@@ -217,7 +224,11 @@ async fn a_large_config_arrives_whole<T: Transport>(rig: &Rig<T>) {
         ));
     }
     assert!(config.len() > 200 * 1024);
-    let handle = rig.provider.exec_script(&config, "", true).await.unwrap();
+    let handle = rig
+        .provider
+        .exec_script(&ApplyId::fresh(1), &config, "", true)
+        .await
+        .unwrap();
     let outcome = wait_for_exit(rig.provider.as_ref(), handle).await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
     assert_eq!(rig.view.loaded_configs().await.unwrap(), [config.clone()]);
@@ -298,7 +309,11 @@ async fn kubevirt_agent_commands_never_travel_in_the_exec_url() {
     rig.view.reset().await.unwrap();
     let secret = "pre-shared-secret Xq7-not-in-any-url";
     let config = format!("vpn {{\n    ipsec {{\n        {secret}\n    }}\n}}\n");
-    let handle = rig.provider.exec_script(&config, "", true).await.unwrap();
+    let handle = rig
+        .provider
+        .exec_script(&ApplyId::fresh(1), &config, "", true)
+        .await
+        .unwrap();
     let outcome = wait_for_exit(rig.provider.as_ref(), handle).await;
     assert_eq!(outcome.failure(), None, "{outcome:?}");
     assert_eq!(rig.view.loaded_configs().await.unwrap(), std::slice::from_ref(&config));

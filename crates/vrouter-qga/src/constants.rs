@@ -1,13 +1,12 @@
 //! Fixed guest paths and the size limits of the agent protocol, each with
 //! the reason for its value.
 
-/// Where the apply script is written in the guest (spec §7.4).
-///
-/// `/tmp` is writable by the agent on every VyOS/DozenOS image and is a
-/// tmpfs there, so the script never lands on the persistent config
-/// partition; one fixed name means each apply overwrites the previous
-/// script instead of leaving a trail of files that may hold secrets.
-pub const APPLY_SCRIPT_PATH: &str = "/tmp/vrouter-apply.sh";
+/// Where the guest keeps apply records and runs each apply script from
+/// (a per-apply path inside it): see [`crate::arbiter::APPLY_STATE_DIR`].
+/// The spec's fixed `/tmp/vrouter-apply.sh` is not used: two applies
+/// shared that file, and a script with the router's secrets stayed in
+/// `/tmp` after its run (docs/providers.md, "Where the script runs").
+pub const APPLY_STATE_DIR: &str = crate::arbiter::APPLY_STATE_DIR;
 
 /// The interpreter that runs the apply script (spec §7.4).
 ///

@@ -2,6 +2,7 @@
 
 mod agent;
 mod apply;
+pub mod arbiter;
 pub mod command;
 pub mod constants;
 mod error;
@@ -17,7 +18,8 @@ pub mod unix_socket;
 pub mod testing;
 
 pub use agent::{Agent, FileChunk};
-pub use apply::ApplyPaths;
+pub use apply::{ApplyPaths, Dispatch};
+pub use arbiter::{ApplyId, ApplyRecord};
 pub use command::{Command, FileHandle, OpenMode, Pid};
 pub use error::{QgaError, TransportError, is_unknown_pid};
 pub use exec::{ExecOutput, ExecRequest, ExecStatus, ExitStatus, PollOptions};

@@ -1,6 +1,7 @@
 //! The whole path up to the guest: an apply script rendered by
 //! vrouter-render is written through a real qemu-ga and started by it the
-//! way a provider does it ([`Agent::start_script`]), with `bash` and stub
+//! way a provider does it ([`Agent::start_script`], under the router's
+//! apply wrapper), with `bash` and stub
 //! vyatta functions standing in for `/bin/vbash` (the interpreter and script
 //! paths are the seam). What `load` received is then read back through the
 //! agent and compared byte for byte. Everything lives in the test agent's
@@ -9,7 +10,7 @@
 use std::time::Duration;
 
 use vrouter_qga::testing::AgentProcess;
-use vrouter_qga::{Agent, ApplyPaths, PollOptions, UnixSocketTransport};
+use vrouter_qga::{Agent, ApplyId, ApplyPaths, ApplyRecord, Dispatch, PollOptions, UnixSocketTransport};
 use vrouter_render::render_apply_script;
 use vrouter_render::testing::{StubEvent, VYATTA_STUBS, parse_stub_log};
 
@@ -42,7 +43,7 @@ impl Guest {
         let chmod = vrouter_qga::ExecRequest::new("/bin/chmod").args(["0755", &vbash]);
         assert!(agent.run(&chmod, POLL).await.unwrap().success());
         let paths = ApplyPaths {
-            script: process.guest_path("vrouter-apply.sh"),
+            state_dir: process.guest_path("state"),
             interpreter: vbash,
         };
         Guest {
@@ -57,7 +58,15 @@ impl Guest {
     async fn apply(&self, config: &str, commands: &str, save: bool) -> Vec<StubEvent> {
         self.agent.write_file(&self.log, b"").await.unwrap();
         let script = render_apply_script(config, commands, save).unwrap();
-        let pid = self.agent.start_script(script.as_bytes(), &self.paths).await.unwrap();
+        let apply = ApplyId::fresh(1);
+        let Dispatch::Started(pid) = self
+            .agent
+            .start_script(&apply, script.as_bytes(), &self.paths)
+            .await
+            .unwrap()
+        else {
+            panic!("a fresh apply id was known to the router");
+        };
         let output = self.agent.wait(pid, POLL).await.unwrap();
         assert!(
             output.success(),
@@ -65,10 +74,24 @@ impl Guest {
             output.status,
             output.stderr_text()
         );
-        // The script on disk is what was rendered.
+        // The router kept the result and removed the script, which holds secrets.
+        let record = self.agent.apply_record(&apply, &self.paths).await.unwrap();
+        assert!(
+            matches!(&record, ApplyRecord::Finished { exit_code: 0, stdout, .. } if *stdout == output.stdout_text()),
+            "{record:?}"
+        );
+        let script_path = format!("{}/{apply}/script", self.paths.state_dir);
+        assert!(
+            self.agent.read_file(&script_path).await.is_err(),
+            "{script_path} is left behind"
+        );
+        // Asked to start the same apply again, the router refuses.
         assert_eq!(
-            self.agent.read_file(&self.paths.script).await.unwrap(),
-            script.as_bytes()
+            self.agent
+                .start_script(&apply, script.as_bytes(), &self.paths)
+                .await
+                .unwrap(),
+            Dispatch::Known(record)
         );
         parse_stub_log(&self.agent.read_file(&self.log).await.unwrap()).unwrap()
     }

@@ -311,7 +311,7 @@ impl GuestSandbox {
     /// The provider's guest paths, all pointing into this sandbox.
     pub fn paths(&self) -> GuestPaths {
         GuestPaths {
-            script_path: self.path("vrouter-apply.sh"),
+            state_dir: self.path("state"),
             interpreter: self.path("vbash"),
             systemctl: self.path("systemctl"),
             os_release: self.path("os-release"),
@@ -370,9 +370,15 @@ impl GuestSandbox {
         })
     }
 
-    /// The apply script as written into the guest.
-    pub fn script(&self) -> Option<Vec<u8>> {
-        fs::read(self.dir.join("vrouter-apply.sh")).ok()
+    /// The state directory the guest keeps its apply records in.
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// The guest's journal of apply runs: `<apply id> started`, then
+    /// `<apply id> <exit code>`, one line each.
+    pub fn apply_journal(&self) -> Vec<String> {
+        read_lines(&self.state_dir().join("journal"))
     }
 
     /// Where `save` writes the running config: the guest's config.boot.

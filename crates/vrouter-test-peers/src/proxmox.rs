@@ -104,6 +104,10 @@ struct State {
     /// close with the fake (as with a pveproxy that stops), not only its
     /// listeners.
     connections: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// How many more apply dispatches (`agent/exec` of the operator's apply
+    /// wrapper) run in the guest but are answered with Proxmox's
+    /// `got timeout` error instead of their pid.
+    lost_apply_answers: AtomicUsize,
 }
 
 /// A fake Proxmox VE cluster; its listeners stop when it is dropped.
@@ -136,6 +140,7 @@ impl FakeProxmox {
             stalled: Mutex::new(Vec::new()),
             handshakes: AtomicUsize::new(0),
             connections: Mutex::new(Vec::new()),
+            lost_apply_answers: AtomicUsize::new(0),
         });
         let mut fake = FakeProxmox {
             state,
@@ -246,6 +251,19 @@ impl FakeProxmox {
 
     /// `exec-status` keeps answering "not exited" without asking the agent:
     /// an apply that never finishes.
+    /// The next `count` apply dispatches start in the guest, but their
+    /// answer is lost: Proxmox reports `got timeout` (HTTP 500), as it does
+    /// when qemu-ga answers `guest-exec` later than its QMP timeout.
+    pub fn lose_apply_answers(&self, count: usize) {
+        self.state.lost_apply_answers.store(count, Ordering::SeqCst);
+    }
+
+    /// How many of the answers [`FakeProxmox::lose_apply_answers`] asked
+    /// for are still to be lost.
+    pub fn apply_answers_to_lose(&self) -> usize {
+        self.state.lost_apply_answers.load(Ordering::SeqCst)
+    }
+
     pub fn stall_exec_status(&self, vmid: i64, stall: bool) {
         self.vm_mut(vmid, |vm| vm.stall_exec_status = stall);
     }
@@ -553,7 +571,7 @@ async fn node_request(
             .await
             .map(|r| ok(json!({ "result": r }))),
         (Method::POST, "file-write") => file_write(&agent, params).await,
-        (Method::POST, "exec") => exec(&agent, params).await,
+        (Method::POST, "exec") => exec_maybe_losing_the_answer(state, &agent, params, vmid).await,
         (Method::GET, "exec-status") => {
             let Some(pid) = query_value(query, "pid").and_then(|p| p.parse::<i64>().ok()) else {
                 return param_error("pid", "property is missing and it is not optional");
@@ -602,6 +620,36 @@ async fn file_write(agent: &QgaSocket, params: &Value) -> Result<Answer, AgentFa
     agent_cmd(agent, "guest-file-write", json!({"handle": handle, "buf-b64": buf})).await?;
     agent_cmd(agent, "guest-file-close", json!({"handle": handle})).await?;
     Ok(ok(Value::Null))
+}
+
+/// `agent/exec`; an apply dispatch's answer is replaced by Proxmox's `got
+/// timeout` while [`FakeProxmox::lose_apply_answers`] asks for it, after the
+/// guest started the command.
+async fn exec_maybe_losing_the_answer(
+    state: &State,
+    agent: &QgaSocket,
+    params: &Value,
+    vmid: i64,
+) -> Result<Answer, AgentFailure> {
+    let answer = exec(agent, params).await;
+    // The wrapper's argv names the staged script, which ends so.
+    let is_apply = match &params["command"] {
+        Value::Array(argv) => argv.iter().any(|a| a.as_str().is_some_and(|a| a.ends_with(".staged"))),
+        Value::String(argv) => argv.split('\0').any(|a| a.ends_with(".staged")),
+        _ => false,
+    };
+    let lose = is_apply
+        && state
+            .lost_apply_answers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+    if lose && answer.is_ok() {
+        return Ok(fail(
+            500,
+            &format!("VM {vmid} qmp command 'guest-exec' failed - got timeout"),
+        ));
+    }
+    answer
 }
 
 async fn exec(agent: &QgaSocket, params: &Value) -> Result<Answer, AgentFailure> {

@@ -106,14 +106,14 @@ fn std_to_signed(d: Duration) -> SignedDuration {
     SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
 }
 
-fn elapsed_since(start: &Option<Time>, now: Timestamp) -> SignedDuration {
+pub(super) fn elapsed_since(start: &Option<Time>, now: Timestamp) -> SignedDuration {
     start.as_ref().map_or(SignedDuration::ZERO, |t| now.duration_since(t.0))
 }
 
 /// The status with `execStartedTime` backfilled: a config left mid-apply by an
 /// older controller may carry a PID without a start time, and the timeout
 /// must still be measured from somewhere.
-fn with_exec_start(status: &VRouterConfigStatus, now: Timestamp) -> VRouterConfigStatus {
+pub(super) fn with_exec_start(status: &VRouterConfigStatus, now: Timestamp) -> VRouterConfigStatus {
     let mut status = status.clone();
     if status.exec_pid > 0 && status.exec_started_time.is_none() {
         status.exec_started_time = Some(Time(now));
@@ -121,7 +121,7 @@ fn with_exec_start(status: &VRouterConfigStatus, now: Timestamp) -> VRouterConfi
     status
 }
 
-fn timed_out(status: &VRouterConfigStatus, clock: Clock) -> bool {
+pub(super) fn timed_out(status: &VRouterConfigStatus, clock: Clock) -> bool {
     elapsed_since(&status.exec_started_time, clock.now) > std_to_signed(clock.apply_timeout)
 }
 
@@ -181,7 +181,7 @@ fn failed_step(mut status: VRouterConfigStatus, why: &'static str, message: Stri
     }
 }
 
-fn apply_timeout_step(mut status: VRouterConfigStatus, clock: Clock, context: &str) -> Step {
+pub(super) fn apply_timeout_step(mut status: VRouterConfigStatus, clock: Clock, context: &str) -> Step {
     status.exec_pid = 0;
     let message = format!("apply did not finish within {:?}{context}", clock.apply_timeout);
     failed_step(status, reason::APPLY_TIMEOUT, message, clock.now)
@@ -402,13 +402,34 @@ pub fn dispatch_reason(
     }
 }
 
-/// The status written just before the script starts: `Applied=False` for the
-/// generation about to be applied, so `kubectl wait` cannot return on a
-/// stale True while the new apply runs. `execStartedTime` (with no PID yet)
+/// Whether a dispatch of `generation` continues the stored apply id: one
+/// was written ahead for this generation and no handle came back (a crash,
+/// a dispatch error, a lost answer). The router may have started it, so it
+/// is asked about that id, and a dispatch reuses it.
+pub fn continues_stored_apply(status: &VRouterConfigStatus, generation: i64) -> bool {
+    status.phase == Phase::Applying
+        && status.observed_generation == generation
+        && status.exec_pid == 0
+        && !status.apply_id.is_empty()
+}
+
+/// The status written just before the script starts (write-ahead):
+/// `Applied=False` for the generation about to be applied, so `kubectl
+/// wait` cannot return on a stale True while the new apply runs, and the
+/// apply id the router will record it under: `fresh_apply_id` unless the
+/// dispatch continues the stored one. `execStartedTime` (with no PID yet)
 /// marks the first attempt: a dispatch that keeps failing is given up after
 /// the apply timeout like an apply that never ends.
-pub fn before_dispatch(status: &VRouterConfigStatus, generation: i64, clock: Clock) -> VRouterConfigStatus {
+pub fn before_dispatch(
+    status: &VRouterConfigStatus,
+    generation: i64,
+    clock: Clock,
+    fresh_apply_id: &str,
+) -> VRouterConfigStatus {
     let mut status = status.clone();
+    if !continues_stored_apply(&status, generation) {
+        status.apply_id = fresh_apply_id.to_owned();
+    }
     let retrying = status.phase == Phase::Applying
         && status.observed_generation == generation
         && status.exec_pid == 0
@@ -437,7 +458,7 @@ pub fn after_dispatch(
     handle: i64,
     target_last_reboot: Option<&Time>,
 ) -> Step {
-    let mut status = before_dispatch(status, generation, clock);
+    let mut status = before_dispatch(status, generation, clock, &status.apply_id);
     status.exec_pid = handle;
     status.exec_started_time = Some(Time(clock.now));
     if let Some(reboot) = target_last_reboot {
@@ -462,7 +483,7 @@ pub fn on_dispatch_failed(
     permanent: bool,
     target_last_reboot: Option<&Time>,
 ) -> Step {
-    let mut status = before_dispatch(status, generation, clock);
+    let mut status = before_dispatch(status, generation, clock, &status.apply_id);
     if !permanent && !timed_out(&status, clock) {
         status.message = format!("could not start the apply, retrying: {error}");
         return Step {

@@ -3,6 +3,9 @@
 use super::*;
 use crate::test_clock::at;
 
+/// The apply id the shell offers a dispatch.
+const FRESH: &str = "g4-fresh";
+
 const TIMEOUT: Duration = Duration::from_secs(600);
 
 fn clock(secs: i64) -> Clock {
@@ -390,8 +393,36 @@ fn step5_a_vm_run_older_than_a_success_that_recorded_no_boot_is_the_one_it_went_
 // Step 7: dispatch.
 
 #[test]
+fn step7_a_dispatch_continues_the_stored_apply_id_only_while_no_handle_came_back() {
+    let written_ahead = before_dispatch(&applied(), 4, clock(1), "g4-first");
+    let failed_once = on_dispatch_failed(&written_ahead, 4, clock(2), "timed out", false, None).status;
+    let mut reapplied = applied();
+    reapplied.apply_id = "g3-old".into();
+    let mut pending = written_ahead.clone();
+    pending.phase = Phase::Pending;
+    let mut handle_back = written_ahead.clone();
+    handle_back.exec_pid = 9;
+    // (stored status, generation dispatched, apply id it runs under)
+    let cases = [
+        (&written_ahead, 4, "g4-first"),
+        (&failed_once, 4, "g4-first"),
+        (&written_ahead, 5, FRESH),
+        (&reapplied, 3, FRESH),
+        (&pending, 4, FRESH),
+        (&handle_back, 4, FRESH),
+    ];
+    for (status, generation, want) in cases {
+        let next = before_dispatch(status, generation, clock(3), FRESH);
+        assert_eq!(next.apply_id, want, "{status:?} for generation {generation}");
+        assert_eq!(continues_stored_apply(status, generation), want != FRESH);
+    }
+    let dispatched = after_dispatch(&written_ahead, 4, clock(2), 77, None).status;
+    assert_eq!(dispatched.apply_id, "g4-first", "the handle joins the id written ahead");
+}
+
+#[test]
 fn step7_before_dispatch_sets_applied_false_for_the_new_generation() {
-    let s = before_dispatch(&applied(), 4, clock(1));
+    let s = before_dispatch(&applied(), 4, clock(1), FRESH);
     assert_eq!(s.phase, Phase::Applying);
     assert_eq!(
         applied_condition(&s),
@@ -430,7 +461,7 @@ fn step7_a_dispatch_that_keeps_failing_is_given_up_after_the_apply_timeout() {
     let mut status = applied();
     for t in [1, 100, 300, 601] {
         status = on_dispatch_failed(
-            &before_dispatch(&status, 4, clock(t)),
+            &before_dispatch(&status, 4, clock(t), FRESH),
             4,
             clock(t),
             "guest-exec is disabled",
@@ -446,7 +477,7 @@ fn step7_a_dispatch_that_keeps_failing_is_given_up_after_the_apply_timeout() {
         assert_eq!(status.phase, Phase::Applying, "t={t}");
     }
     let step = on_dispatch_failed(
-        &before_dispatch(&status, 4, clock(602)),
+        &before_dispatch(&status, 4, clock(602), FRESH),
         4,
         clock(602),
         "guest-exec is disabled",
@@ -466,7 +497,7 @@ fn step7_a_dispatch_that_keeps_failing_is_given_up_after_the_apply_timeout() {
     // A stopped VM, a router not ready: nothing is tried meanwhile, so the
     // count starts again when a dispatch can be tried.
     let first = on_dispatch_failed(
-        &before_dispatch(&applied(), 4, clock(1)),
+        &before_dispatch(&applied(), 4, clock(1), FRESH),
         4,
         clock(1),
         "flake",
@@ -481,7 +512,7 @@ fn step7_a_dispatch_that_keeps_failing_is_given_up_after_the_apply_timeout() {
     for paused in paused {
         assert_eq!(paused.exec_started_time, None);
         let again = on_dispatch_failed(
-            &before_dispatch(&paused, 4, clock(700)),
+            &before_dispatch(&paused, 4, clock(700), FRESH),
             4,
             clock(700),
             "flake",
@@ -496,7 +527,7 @@ fn step7_a_dispatch_that_keeps_failing_is_given_up_after_the_apply_timeout() {
         assert_eq!(again.status.exec_started_time, Some(time(700)));
     }
     // A new generation starts its own count.
-    let next = before_dispatch(&step.status, 5, clock(700));
+    let next = before_dispatch(&step.status, 5, clock(700), FRESH);
     assert_eq!(next.exec_started_time, Some(time(700)));
     assert_eq!(next.message, "");
 }

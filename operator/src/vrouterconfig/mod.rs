@@ -8,6 +8,7 @@ pub mod decide;
 pub mod one_apply_per_router;
 pub mod recently_ready;
 mod reconcile;
+pub mod recover;
 pub mod status_object_retry;
 pub mod status_sweep;
 

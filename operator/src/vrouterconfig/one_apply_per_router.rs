@@ -1,16 +1,20 @@
-//! One apply at a time per router. Every apply writes the same script path
-//! in the guest (`/tmp/vrouter-apply.sh`, fixed by the spec) and runs a
-//! configure session: two VRouterConfigs naming one target (two bindings,
-//! or a binding and a hand-written config) would otherwise overwrite the
-//! script the other is running and interleave their sessions.
+//! One apply at a time per router. Every apply runs a configure session:
+//! two VRouterConfigs reaching one VM (two bindings, a binding and a
+//! hand-written config, or two VRouterTargets naming the same VM) would
+//! otherwise interleave their sessions.
 //!
-//! The operator is one leader process, so the lock lives in its memory. It
-//! is taken when an apply is dispatched, held while polls find it running,
-//! and released when its result is in. A holder that disappears (its config
-//! deleted mid-apply) cannot block a router for longer than the apply
-//! timeout: every hold expires then. A restarted process starts with no
-//! holds; what it knows then is the configs' stored status, read by
-//! [`in_flight_elsewhere`].
+//! The router itself is the arbiter: its apply wrapper holds an exclusive
+//! lock for each whole apply (`vrouter_qga::arbiter`), whoever dispatched
+//! it, so applies never overlap even across operator processes. This hold
+//! is the operator's courtesy on top: a config whose VM is busy waits here,
+//! with a message saying for whom, instead of spending its apply timeout
+//! queued on the router's lock. It is keyed by the resolved VM ([`Vm`]),
+//! not by the VRouterTarget (the same key as `recently_ready`'s), lives in the process's memory, is taken when
+//! an apply is dispatched, held while polls find it running, and released
+//! when its result is in. A holder that disappears (its config deleted
+//! mid-apply) cannot block a VM for longer than the apply timeout: every
+//! hold expires then. A restarted process starts with no holds; what it
+//! knows then is the configs' stored status, read by [`in_flight_elsewhere`].
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,11 +24,23 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use vrouter_api::VRouterConfig;
 
+pub use super::recently_ready::RouterKey;
+
 /// A router, as the configs name it: namespace and VRouterTarget.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Router {
     pub namespace: String,
     pub target: String,
+}
+
+/// A router as the machine it is ([`RouterKey`]): two VRouterTargets
+/// naming one VM are one `Vm`.
+pub type Vm = RouterKey;
+
+/// How a config is named in a hold: `namespace/name`, since configs of
+/// several namespaces can reach one VM.
+pub fn holder(config: &VRouterConfig) -> String {
+    format!("{}/{}", config.namespace().unwrap_or_default(), config.name_any())
 }
 
 #[derive(Debug)]
@@ -35,14 +51,14 @@ struct Hold {
 
 #[derive(Debug, Default)]
 pub struct RouterLocks {
-    holds: Mutex<HashMap<Router, Hold>>,
+    holds: Mutex<HashMap<Vm, Hold>>,
 }
 
 impl RouterLocks {
     /// Takes (or renews) `router` for `config` until `until`, unless another
     /// config holds it unexpired: then that config's name. Check and take
     /// are one step, so two configs reconciled at once cannot both win.
-    pub fn try_hold(&self, router: &Router, config: &str, until: Instant, now: Instant) -> Result<(), String> {
+    pub fn try_hold(&self, router: &Vm, config: &str, until: Instant, now: Instant) -> Result<(), String> {
         let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(hold) = holds.get(router)
             && hold.config != config
@@ -61,7 +77,7 @@ impl RouterLocks {
     }
 
     /// The config holding `router` unexpired, when it is not `config`.
-    pub fn held_by_other(&self, router: &Router, config: &str, now: Instant) -> Option<String> {
+    pub fn held_by_other(&self, router: &Vm, config: &str, now: Instant) -> Option<String> {
         let holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
         holds
             .get(router)
@@ -69,21 +85,23 @@ impl RouterLocks {
             .map(|hold| hold.config.clone())
     }
 
-    /// `config`'s apply on `router` is over; another config's hold stays.
-    pub fn release(&self, router: &Router, config: &str) {
+    /// `config`'s apply is over, on whichever VM it held; another
+    /// config's hold stays.
+    pub fn release(&self, config: &str) {
         let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
-        if holds.get(router).is_some_and(|hold| hold.config == config) {
-            holds.remove(router);
-        }
+        holds.retain(|_, hold| hold.config != config);
     }
 }
 
-/// Another config on `router` whose stored status shows an apply in flight
-/// (a handle, started less than `apply_timeout` ago) or a confirmed apply
-/// not yet confirmed or verified rolled back.
+/// Another config on VM `router` (`vm_of` resolves a config's VM through
+/// its target) whose stored status shows an apply in flight (a handle,
+/// started less than `apply_timeout` ago) or a confirmed apply not yet
+/// confirmed or verified rolled back. `config` is the asking config's
+/// [`holder`] name; the answer is the other's.
 pub fn in_flight_elsewhere<'a>(
     configs: impl IntoIterator<Item = &'a VRouterConfig>,
-    router: &Router,
+    vm_of: impl Fn(&VRouterConfig) -> Option<Vm>,
+    router: &Vm,
     config: &str,
     now: Timestamp,
     apply_timeout: Duration,
@@ -91,13 +109,12 @@ pub fn in_flight_elsewhere<'a>(
     let timeout = SignedDuration::try_from(apply_timeout).unwrap_or(SignedDuration::MAX);
     configs
         .into_iter()
-        // Borrowed fields, no allocation: a rollout scans every config of
-        // the store for each dispatch.
         .filter(|c| {
-            c.metadata.namespace.as_deref() == Some(router.namespace.as_str())
-                && c.spec.target_ref.name == router.target
-                && c.metadata.name.as_deref() != Some(config)
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.exec_pid > 0 || s.confirmation.is_some())
         })
+        .filter(|c| holder(c) != config && vm_of(c).as_ref() == Some(router))
         .find(|c| {
             c.status.as_ref().is_some_and(|s| {
                 let running = s.exec_pid > 0
@@ -113,7 +130,7 @@ pub fn in_flight_elsewhere<'a>(
                 running || confirming
             })
         })
-        .map(|c| c.name_any())
+        .map(holder)
 }
 
 #[cfg(test)]
@@ -135,26 +152,52 @@ mod tests {
         c
     }
 
+    /// Targets `r1` and `r1-alias` in `net` name one Proxmox VM; `r2` another.
+    fn vm_of(c: &VRouterConfig) -> Option<Vm> {
+        let vmid = match c.spec.target_ref.name.as_str() {
+            "r1" | "r1-alias" => 100,
+            "r2" => 101,
+            _ => return None,
+        };
+        Some(RouterKey::Proxmox {
+            namespace: c.metadata.namespace.clone()?,
+            cluster: "pve".into(),
+            vmid,
+        })
+    }
+
+    fn vm(vmid: i64) -> Vm {
+        RouterKey::Proxmox {
+            namespace: "net".into(),
+            cluster: "pve".into(),
+            vmid,
+        }
+    }
+
     #[test]
     fn an_apply_in_flight_is_found_from_the_stored_status() {
         let now = Timestamp::from_second(1_800_000_000 + 100).unwrap();
         let timeout = Duration::from_secs(300);
-        let me = Router {
-            namespace: "net".into(),
-            target: "r1".into(),
-        };
         let cases = [
-            (config("net", "a", "r1", 7, Some(0)), Some("a")),
-            (config("net", "a", "r1", 7, None), Some("a")),
+            (config("net", "a", "r1", 7, Some(0)), Some("net/a")),
+            (config("net", "a", "r1-alias", 7, Some(0)), Some("net/a")),
+            (config("net", "a", "r1", 7, None), Some("net/a")),
             (config("net", "a", "r1", 0, Some(0)), None),
             (config("net", "b", "r1", 7, Some(0)), None),
             (config("net", "a", "r2", 7, Some(0)), None),
             (config("other", "a", "r1", 7, Some(0)), None),
             (config("net", "a", "r1", 7, Some(-200)), None),
+            (config("net", "a", "gone", 7, Some(0)), None),
         ];
         for (other, want) in cases {
-            let got = in_flight_elsewhere([&other], &me, "b", now, timeout);
-            assert_eq!(got.as_deref(), want, "{:?}", other.status);
+            let got = in_flight_elsewhere([&other], vm_of, &vm(100), "net/b", now, timeout);
+            assert_eq!(
+                got.as_deref(),
+                want,
+                "{} {:?}",
+                other.spec.target_ref.name,
+                other.status
+            );
         }
     }
 
@@ -171,15 +214,8 @@ mod tests {
                 previous_running_config_hash: "sha256:x".into(),
                 failure: String::new(),
             });
-            let got = in_flight_elsewhere([&other], &router("r1"), "b", now, timeout);
+            let got = in_flight_elsewhere([&other], vm_of, &vm(100), "net/b", now, timeout);
             assert_eq!(got.is_some(), want, "rollback due at {due}");
-        }
-    }
-
-    fn router(target: &str) -> Router {
-        Router {
-            namespace: "net".into(),
-            target: target.into(),
         }
     }
 
@@ -188,28 +224,25 @@ mod tests {
         let locks = RouterLocks::default();
         let t0 = Instant::now();
         let until = t0 + Duration::from_secs(300);
-        assert_eq!(locks.try_hold(&router("r1"), "a", until, t0), Ok(()), "nobody held it");
+        assert_eq!(locks.try_hold(&vm(100), "a", until, t0), Ok(()), "nobody held it");
         let cases = [
-            ("b", "r1", 0, Err("a")),
-            ("a", "r1", 0, Ok(())),
-            ("b", "r2", 0, Ok(())),
-            ("b", "r1", 299, Err("a")),
+            ("b", 100, 0, Err("a")),
+            ("a", 100, 0, Ok(())),
+            ("b", 101, 0, Ok(())),
+            ("b", 100, 299, Err("a")),
         ];
-        for (config, target, after, want) in cases {
+        for (config, vmid, after, want) in cases {
             let now = t0 + Duration::from_secs(after);
-            let got = locks.try_hold(&router(target), config, now + Duration::from_secs(300), now);
-            assert_eq!(got, want.map_err(str::to_owned), "{config} on {target} after {after}s");
+            let got = locks.try_hold(&vm(vmid), config, now + Duration::from_secs(300), now);
+            assert_eq!(got, want.map_err(str::to_owned), "{config} on {vmid} after {after}s");
         }
         // a renewed its hold at 0 s: b gets the router once that expired.
         let expired = t0 + Duration::from_secs(300);
         assert_eq!(
-            locks.try_hold(&router("r1"), "b", expired + Duration::from_secs(300), expired),
+            locks.try_hold(&vm(100), "b", expired + Duration::from_secs(300), expired),
             Ok(())
         );
-        assert_eq!(
-            locks.try_hold(&router("r1"), "a", expired, expired),
-            Err("b".to_owned())
-        );
+        assert_eq!(locks.try_hold(&vm(100), "a", expired, expired), Err("b".to_owned()));
     }
 
     #[test]
@@ -217,11 +250,10 @@ mod tests {
         let locks = RouterLocks::default();
         let t0 = Instant::now();
         let until = t0 + Duration::from_secs(300);
-        let r1 = router("r1");
-        locks.try_hold(&r1, "a", until, t0).unwrap();
-        locks.release(&r1, "b");
-        assert_eq!(locks.try_hold(&r1, "b", until, t0), Err("a".to_owned()));
-        locks.release(&r1, "a");
-        assert_eq!(locks.try_hold(&r1, "b", until, t0), Ok(()));
+        locks.try_hold(&vm(100), "a", until, t0).unwrap();
+        locks.release("b");
+        assert_eq!(locks.try_hold(&vm(100), "b", until, t0), Err("a".to_owned()));
+        locks.release("a");
+        assert_eq!(locks.try_hold(&vm(100), "b", until, t0), Ok(()));
     }
 }

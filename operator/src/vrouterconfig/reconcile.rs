@@ -9,20 +9,23 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::FINALIZER;
 use vrouter_api::{
     ConfirmationStatus, ControllerRef, NameRef, VRouterConfig, VRouterConfigStatus, VRouterStatus, VRouterStatusSpec,
     VRouterTarget,
 };
-use vrouter_providers::{ExecHandle, ExecStatus, Provider, ProviderError};
+use vrouter_providers::{ApplyId, ApplyRecord, ExecHandle, ExecStatus, Provider, ProviderError};
 
 use super::ConfigContext;
 use super::confirm::{self, Checked, Stage};
 use super::decide::{self, Clock, Next, Poll, Step};
-use super::one_apply_per_router::{Router, in_flight_elsewhere};
+use super::one_apply_per_router::{Router, Vm, holder, in_flight_elsewhere};
 use super::recently_ready::{self, RouterKey};
+use super::recover::{self, Asked, Recovery, RouterSays};
 use crate::context::Context;
+use crate::crash_point::{self, CrashPoint};
 use crate::metrics::ResultLabels;
 use crate::reconciler::{self, Reconciler};
 use crate::{conditions, finalizers, status_writes, stores};
@@ -128,6 +131,10 @@ struct Apply<'a> {
     clock: Clock,
     router: Router,
     name: String,
+    /// `namespace/name`, as the config holds a VM.
+    holder: String,
+    /// The VM the target names, once the target is read.
+    vm: Option<Vm>,
 }
 
 impl<'a> Apply<'a> {
@@ -142,12 +149,14 @@ impl<'a> Apply<'a> {
             },
             router: router_of(config),
             name: config.name_any(),
+            holder: holder(config),
+            vm: None,
         }
     }
 
     /// Target, provider, router state, then the one step that follows:
     /// poll the apply in flight, dispatch a new one, or nothing.
-    async fn step(&self) -> Result<Action, Error> {
+    async fn step(mut self) -> Result<Action, Error> {
         let namespace = &self.router.namespace;
         let target_ref = &self.config.spec.target_ref;
         if target_ref.crosses_namespace(namespace) {
@@ -170,6 +179,13 @@ impl<'a> Apply<'a> {
             Ok(provider) => provider,
             Err(e) => return self.cannot_reach(&e).await,
         };
+        // A provider was built, so the target's provider block is there.
+        let Some(vm) = RouterKey::of(&target) else {
+            return self
+                .note_problem(format!("VRouterTarget {:?} names no provider block", target_ref.name))
+                .await;
+        };
+        self.vm = Some(vm);
         if self.status.exec_pid == 0
             && let Some(confirmation) = self.status.confirmation.clone()
         {
@@ -250,7 +266,19 @@ impl<'a> Apply<'a> {
             // The agent lost the apply or did not answer: check it again first.
             self.ctx.recently_ready.forget(router);
         }
-        let step = decide::on_exec_polled(&self.status, self.clock, poll);
+        if matches!(poll, Poll::Exited { .. }) {
+            crash_point::reached(CrashPoint::AfterResult);
+        }
+        let step = match (poll, self.apply_id()) {
+            // The agent lost the pid (it restarted) or the dispatch was a
+            // duplicate: the router's record of the apply id says what it became.
+            (Poll::Lost, Some(apply)) => match self.ask_router(provider, &apply, Asked::HandleLost).await {
+                Ok(Recovery::Step(step)) => *step,
+                Ok(Recovery::Dispatch) => unreachable!("a lost handle is never dispatched from the poll"),
+                Err(e) => decide::on_exec_polled(&self.status, self.clock, Poll::Error(e.to_string())),
+            },
+            (poll, _) => decide::on_exec_polled(&self.status, self.clock, poll),
+        };
         if let Some(router) = router
             && step.status.phase == vrouter_api::Phase::Applied
         {
@@ -258,15 +286,70 @@ impl<'a> Apply<'a> {
             // for the drift read that follows.
             self.ctx.recently_ready.record(router, Timestamp::now());
         }
+        self.settle(provider, step).await
+    }
+
+    /// Records the end of an apply (a metric, and a stop in the guest for
+    /// one that timed out), then the step; a confirmed apply goes on to its
+    /// confirmation.
+    async fn settle(&self, provider: &dyn Provider, step: Step) -> Result<Action, Error> {
         record_apply_end(self.ctx, &self.status, &step, self.clock.now);
+        self.stop_if_timed_out(provider, &step).await;
+        let lost_confirmation = self.config.spec.confirm.is_some() && self.status.confirmation.is_none();
+        let step = recover::without_lost_confirmation(step, lost_confirmation, self.clock);
         let step = confirm::after_script(step, self.clock);
         if step.status.exec_pid > 0 || step.status.confirmation.is_some() {
             let _ = self
                 .ctx
                 .router_locks
-                .try_hold(&self.router, &self.name, self.hold_until(), Instant::now());
+                .try_hold(self.vm(), &self.holder, self.hold_until(), Instant::now());
         }
         self.finish(step).await
+    }
+
+    /// The stored apply id, when there is one the router can know.
+    fn apply_id(&self) -> Option<ApplyId> {
+        ApplyId::parse(&self.status.apply_id).ok()
+    }
+
+    /// Asks the router about `apply` and decides from its answer.
+    async fn ask_router(
+        &self,
+        provider: &dyn Provider,
+        apply: &ApplyId,
+        asked: Asked,
+    ) -> Result<Recovery, ProviderError> {
+        let says = match provider.apply_record(apply).await? {
+            ApplyRecord::Unknown => RouterSays::Unknown,
+            ApplyRecord::Vanished => RouterSays::Vanished,
+            ApplyRecord::Running(handle) => RouterSays::Running { handle: handle.get() },
+            ApplyRecord::Finished(outcome) => match to_poll(Ok(ExecStatus::Exited(outcome))) {
+                Poll::Exited { code, failure } => RouterSays::Finished { code, failure },
+                other => unreachable!("an exited outcome polls as exited, not {other:?}"),
+            },
+        };
+        tracing::info!(config = %self.name, %apply, ?asked, ?says, "asked the router about the apply");
+        Ok(recover::on_router_answer(&self.status, self.clock, asked, says))
+    }
+
+    /// An apply that ran out of time is stopped in the guest, so the next
+    /// one does not queue behind it on the router's lock (which keeps them
+    /// apart either way). Best effort: a router that cannot be reached now
+    /// ends the apply itself, or the next apply waits for it.
+    async fn stop_if_timed_out(&self, provider: &dyn Provider, step: &Step) {
+        let timed_out = step.status.phase == vrouter_api::Phase::Failed
+            && conditions::get(&step.status.conditions, vrouter_api::constants::condition::APPLIED)
+                .is_some_and(|c| c.reason == vrouter_api::constants::reason::APPLY_TIMEOUT)
+            && self.status.phase == vrouter_api::Phase::Applying;
+        if let (true, Some(apply)) = (timed_out, self.apply_id())
+            && let Err(e) = provider.stop_apply(&apply).await
+        {
+            tracing::warn!(config = %self.name, %apply, error = %e, "could not stop the timed-out apply in the guest");
+        }
+    }
+
+    fn vm(&self) -> &Vm {
+        self.vm.as_ref().expect("the VM is resolved before any hold")
     }
 
     /// Dispatches an apply when one is due and the router is free; with
@@ -292,13 +375,16 @@ impl<'a> Apply<'a> {
         };
         if let Err(other) = ctx
             .router_locks
-            .try_hold(&self.router, &self.name, self.hold_until(), Instant::now())
+            .try_hold(self.vm(), &self.holder, self.hold_until(), Instant::now())
         {
             return self.wait_for_router(&other).await;
         }
         if let Some(other) = self.router_busy_with().await {
-            ctx.router_locks.release(&self.router, &self.name);
+            ctx.router_locks.release(&self.holder);
             return self.wait_for_router(&other).await;
+        }
+        if let Some(action) = self.recover_before_dispatch(provider, generation).await? {
+            return Ok(action);
         }
         // A confirmed apply needs the running config it may roll back to,
         // read before anything changes; a provider that cannot finish a
@@ -308,34 +394,24 @@ impl<'a> Apply<'a> {
             Some(confirm) => match self.previous_running_config(provider, confirm).await {
                 Ok(hash) => Some((confirm.clone(), hash)),
                 Err(refusal) => {
-                    ctx.router_locks.release(&self.router, &self.name);
+                    ctx.router_locks.release(&self.holder);
                     return self.refuse_confirm(generation, refusal, last_reboot).await;
                 }
             },
         };
         tracing::info!(config = %self.name, ?reason, generation, confirmed = previous.is_some(), "dispatching apply");
-        // Applied=False for the new generation goes out before the script runs.
-        let before = summarised(
-            decide::before_dispatch(status, generation, clock),
-            config,
-            None,
-            clock.now,
-        );
-        let fresh = match status_writes::write_status(&ctx.client, config, Some(status), &before).await {
-            Ok(fresh) => {
-                ctx.own_writes.record(&fresh);
-                fresh
+        let (fresh, before) = self.write_ahead(generation).await?;
+        crash_point::reached(CrashPoint::AfterWriteAhead);
+        let started = match ApplyId::parse(&before.apply_id) {
+            Ok(apply) => {
+                self.start_script(provider, &apply, previous.as_ref().map(|(confirm, _)| confirm))
+                    .await
             }
-            Err(e) => {
-                ctx.router_locks.release(&self.router, &self.name);
-                return Err(e.into());
-            }
+            Err(e) => Err(ProviderError::Render(e.to_string())),
         };
-        let started = self
-            .start_script(provider, previous.as_ref().map(|(confirm, _)| confirm))
-            .await;
         let step = match started {
             Ok(handle) => {
+                crash_point::reached(CrashPoint::AfterDispatch);
                 let mut step = decide::after_dispatch(&before, generation, clock, handle.get(), last_reboot);
                 if let Some((confirm, hash)) = previous {
                     step.status = confirm::begin(step.status, clock.now, confirm.timeout.to_std(), hash);
@@ -371,21 +447,70 @@ impl<'a> Apply<'a> {
         Ok(Action::await_change())
     }
 
-    /// Starts the apply script: a plain commit, or `commit-confirm` when
-    /// `confirm` is set.
+    /// The status written before the router is touched: Applied=False for
+    /// the new generation, and the apply id the router will record the
+    /// apply under. Returns the config as written, and that status.
+    async fn write_ahead(&self, generation: i64) -> Result<(VRouterConfig, VRouterConfigStatus), Error> {
+        let fresh_id = ApplyId::fresh(generation);
+        let before = summarised(
+            decide::before_dispatch(&self.status, generation, self.clock, fresh_id.as_str()),
+            self.config,
+            None,
+            self.clock.now,
+        );
+        match status_writes::write_status(&self.ctx.client, self.config, Some(&self.status), &before).await {
+            Ok(fresh) => {
+                self.ctx.own_writes.record(&fresh);
+                Ok((fresh, before))
+            }
+            Err(e) => {
+                self.ctx.router_locks.release(&self.holder);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Before a dispatch that continues the apply id written ahead (no
+    /// handle came back: a crash, a failed or lost dispatch), the router
+    /// says whether it started that apply; `None` when it did not, and the
+    /// dispatch goes on under the same id.
+    async fn recover_before_dispatch(&self, provider: &dyn Provider, generation: i64) -> Result<Option<Action>, Error> {
+        if !decide::continues_stored_apply(&self.status, generation) {
+            return Ok(None);
+        }
+        let Some(apply) = self.apply_id() else {
+            return Ok(None);
+        };
+        match self.ask_router(provider, &apply, Asked::BeforeDispatch).await {
+            Ok(Recovery::Dispatch) => Ok(None),
+            Ok(Recovery::Step(step)) => self.settle(provider, *step).await.map(Some),
+            Err(e) => {
+                self.ctx.router_locks.release(&self.holder);
+                Err(Error::Retry(format!("asking the router about apply {apply}: {e}")))
+            }
+        }
+    }
+
+    /// Starts the apply script as `apply`: a plain commit, or
+    /// `commit-confirm` when `confirm` is set.
     async fn start_script(
         &self,
         provider: &dyn Provider,
+        apply: &ApplyId,
         confirm: Option<&vrouter_api::ConfirmSpec>,
     ) -> Result<ExecHandle, ProviderError> {
         let spec = &self.config.spec;
         match confirm {
-            None => provider.exec_script(&spec.config, &spec.commands, spec.save).await,
+            None => {
+                provider
+                    .exec_script(apply, &spec.config, &spec.commands, spec.save)
+                    .await
+            }
             Some(confirm) => {
                 // Validated: a whole number of minutes in range.
                 let minutes = confirm.minutes().unwrap_or(1);
                 provider
-                    .exec_confirmed_script(&spec.config, &spec.commands, minutes)
+                    .exec_confirmed_script(apply, &spec.config, &spec.commands, minutes)
                     .await
             }
         }
@@ -426,7 +551,8 @@ impl<'a> Apply<'a> {
             ConfirmRefusal::Permanent(why) => (why, true),
             ConfirmRefusal::Transient(why) => (why, false),
         };
-        let before = decide::before_dispatch(&self.status, generation, self.clock);
+        let fresh_id = ApplyId::fresh(generation);
+        let before = decide::before_dispatch(&self.status, generation, self.clock, fresh_id.as_str());
         let step = decide::on_dispatch_failed(&before, generation, self.clock, &why, permanent, last_reboot);
         self.finish(step).await
     }
@@ -441,7 +567,7 @@ impl<'a> Apply<'a> {
         let _ = self
             .ctx
             .router_locks
-            .try_hold(&self.router, &self.name, until, Instant::now());
+            .try_hold(self.vm(), &self.holder, until, Instant::now());
         let step = match confirm::stage(confirmation, self.clock.now) {
             Stage::AwaitRollback(left) => return Ok(Action::requeue(left)),
             Stage::Check => {
@@ -516,7 +642,7 @@ impl<'a> Apply<'a> {
     }
 
     async fn router_busy_with(&self) -> Option<String> {
-        router_busy_with(self.ctx, &self.router, &self.name, self.clock).await
+        router_busy_with(self.ctx, self.vm(), &self.holder, self.clock).await
     }
 
     async fn wait_for_router(&self, other: &str) -> Result<Action, Error> {
@@ -553,16 +679,22 @@ const ROUTER_BUSY_RETRY: Duration = Duration::from_secs(2);
 /// Another config whose apply runs on `router`: held in this process, or,
 /// after a restart, shown in stored statuses (the store is read once its
 /// first list is in, so a restarted process cannot miss one).
-async fn router_busy_with(ctx: &ConfigContext, router: &Router, name: &str, clock: Clock) -> Option<String> {
-    if let Some(other) = ctx.router_locks.held_by_other(router, name, Instant::now()) {
+async fn router_busy_with(ctx: &ConfigContext, vm: &Vm, holder: &str, clock: Clock) -> Option<String> {
+    if let Some(other) = ctx.router_locks.held_by_other(vm, holder, Instant::now()) {
         return Some(other);
     }
     stores::ready(&ctx.configs).await.then_some(())?;
     let configs = ctx.configs.state();
+    let vm_of = |config: &VRouterConfig| {
+        let target = ObjectRef::<VRouterTarget>::new(&config.spec.target_ref.name)
+            .within(&config.namespace().unwrap_or_default());
+        ctx.targets.get(&target).and_then(|target| RouterKey::of(&target))
+    };
     in_flight_elsewhere(
         configs.iter().map(|c| &**c),
-        router,
-        name,
+        vm_of,
+        vm,
+        holder,
         clock.now,
         clock.apply_timeout,
     )
@@ -575,6 +707,9 @@ async fn wait_for_router(
     other: &str,
 ) -> Result<Action, Error> {
     let mut next = decide::nothing_attempted_meanwhile(status.clone());
+    // `other` is `namespace/name`; a config of the same namespace is named alone.
+    let own_namespace = format!("{}/", config.namespace().unwrap_or_default());
+    let other = other.strip_prefix(&own_namespace).unwrap_or(other);
     next.message = format!("waiting for VRouterConfig {other:?} to finish its apply on the same router");
     let next = summarised(next, config, None, Timestamp::now());
     if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &next).await? {
@@ -661,7 +796,7 @@ async fn finish(
     step.status = summarised(step.status, config, None, Timestamp::now());
     if step.status.exec_pid == 0 && step.status.confirmation.is_none() {
         // No apply of this config runs (any more): its router is free.
-        ctx.router_locks.release(&router_of(config), &config.name_any());
+        ctx.router_locks.release(&holder(config));
     }
     if let Some(written) =
         status_writes::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?

@@ -37,6 +37,20 @@ impl ReplicaProcess {
     /// `args` added. Webhooks are off: every replica serves them, they play
     /// no part in the election.
     pub fn start(env: &TestEnv, identity: &str, namespace: &str, lease: &str, server: &str, args: &[&str]) -> Self {
+        Self::start_with_env(env, identity, namespace, lease, server, args, &[])
+    }
+
+    /// [`ReplicaProcess::start`] with `vars` added to its environment (a
+    /// crash point, `vrouter_operator::crash_point::ENV`).
+    pub fn start_with_env(
+        env: &TestEnv,
+        identity: &str,
+        namespace: &str,
+        lease: &str,
+        server: &str,
+        args: &[&str],
+        vars: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::Builder::new().prefix("vrouter-replica-").tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         let admin = std::fs::read_to_string(env.kubeconfig_path()).unwrap();
@@ -58,6 +72,7 @@ impl ReplicaProcess {
             .args(args)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", "info")
+            .envs(vars.iter().copied())
             .env_remove("KUBERNETES_SERVICE_HOST")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())

@@ -18,10 +18,11 @@ use vrouter_api::{DaemonConfig, ProviderType};
 
 use crate::error::ProviderError;
 use crate::guest::GuestPaths;
-use crate::provider::{ExecHandle, ExecOutcome, ExecStatus, Provider};
+use crate::provider::{ApplyRecord, ExecHandle, ExecOutcome, ExecStatus, Provider};
 use proto::control_service_client::ControlServiceClient;
 pub use registry::ExecRegistry;
 use registry::Failure;
+use vrouter_qga::ApplyId;
 
 /// Tuning of the daemon provider.
 #[derive(Clone, Debug)]
@@ -201,9 +202,24 @@ impl Provider for DaemonProvider {
         Ok(())
     }
 
-    async fn exec_script(&self, config: &str, commands: &str, save: bool) -> Result<ExecHandle, ProviderError> {
+    /// The daemon's `ApplyConfig` carries no apply id and the router keeps
+    /// no record of it, so the record is this process's: an id started
+    /// here is never started again by this process, and its result
+    /// survives a lost handle; after the operator restarts the id is
+    /// unknown (docs/providers.md says what that leaves open).
+    async fn exec_script(
+        &self,
+        apply: &ApplyId,
+        config: &str,
+        commands: &str,
+        save: bool,
+    ) -> Result<ExecHandle, ProviderError> {
+        if let Some(handle) = self.options.registry.handle_of(&self.owner(), apply.as_str()) {
+            return Ok(handle);
+        }
         let request = payload::apply_request(&self.agent_id, config, commands, save, self.timeout_seconds)?;
         let (handle, completion) = self.options.registry.register(&self.owner());
+        self.options.registry.name_apply(&self.owner(), apply.as_str(), handle);
         let mut client = self.client.clone();
         let deadline = self.apply_deadline();
         let timeout = Duration::from_secs(self.timeout_seconds.unsigned_abs().into());
@@ -224,6 +240,18 @@ impl Provider for DaemonProvider {
 
     async fn get_exec_status(&self, handle: ExecHandle) -> Result<ExecStatus, ProviderError> {
         self.options.registry.poll(handle, &self.owner())
+    }
+
+    async fn apply_record(&self, apply: &ApplyId) -> Result<ApplyRecord, ProviderError> {
+        let Some(handle) = self.options.registry.handle_of(&self.owner(), apply.as_str()) else {
+            return Ok(ApplyRecord::Unknown);
+        };
+        match self.options.registry.poll(handle, &self.owner()) {
+            Ok(ExecStatus::Running) => Ok(ApplyRecord::Running(handle)),
+            Ok(ExecStatus::Exited(outcome)) => Ok(ApplyRecord::Finished(outcome)),
+            // The call's own end (a timeout, a gRPC error) is polled as such.
+            Err(_) => Ok(ApplyRecord::Running(handle)),
+        }
     }
 
     /// Refused: the agent renders its own script, which always ends with

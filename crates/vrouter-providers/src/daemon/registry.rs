@@ -92,6 +92,9 @@ pub struct ExecRegistry {
     epoch: i64,
     next: Mutex<u32>,
     entries: Mutex<HashMap<i64, Arc<Entry>>>,
+    /// The handle of each apply id started through this registry, keyed by
+    /// owner and id: all the record of an apply the daemon's API allows.
+    applies: Mutex<HashMap<(String, String), i64>>,
 }
 
 impl std::fmt::Debug for ExecRegistry {
@@ -119,6 +122,7 @@ impl ExecRegistry {
             epoch,
             next: Mutex::new(0),
             entries: Mutex::new(HashMap::new()),
+            applies: Mutex::new(HashMap::new()),
         }
     }
 
@@ -148,6 +152,22 @@ impl ExecRegistry {
         });
         entries.insert(handle, entry.clone());
         (ExecHandle(handle), Completion { tx, entry })
+    }
+
+    /// Notes that `handle` runs apply id `apply` of `owner`.
+    pub(crate) fn name_apply(&self, owner: &str, apply: &str, handle: ExecHandle) {
+        let mut applies = self.applies.lock().unwrap_or_else(|e| e.into_inner());
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        applies.retain(|_, h| entries.contains_key(h));
+        applies.insert((owner.to_owned(), apply.to_owned()), handle.get());
+    }
+
+    /// The handle of apply id `apply` of `owner`, while its entry is kept.
+    pub(crate) fn handle_of(&self, owner: &str, apply: &str) -> Option<ExecHandle> {
+        let applies = self.applies.lock().unwrap_or_else(|e| e.into_inner());
+        let handle = *applies.get(&(owner.to_owned(), apply.to_owned()))?;
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.contains_key(&handle).then_some(ExecHandle(handle))
     }
 
     pub(crate) fn poll(&self, handle: ExecHandle, owner: &str) -> Result<ExecStatus, ProviderError> {

@@ -14,6 +14,9 @@ use crate::guest::{RouterFiles, os_release};
 /// empty config).
 pub const DEFAULT_CONFIG_BOOT: &str = "system {\n    host-name vyos\n}\ninterfaces {\n    loopback lo {\n    }\n}\n";
 
+/// util-linux's `flock` on this machine, copied into every router guest.
+const HOST_FLOCK: &str = "/usr/bin/flock";
+
 const DEFAULT_CONFIG_PATH: &str = "/opt/vyatta/etc/config.boot.default";
 
 /// The overlay that turns the base guest into a router of OS `os_id`
@@ -25,6 +28,11 @@ pub fn router_overlay(os_id: &str) -> Archive {
         overlay.file(&path, mode, content.as_bytes());
     }
     overlay.file(&files.os_release, 0o644, os_release(os_id).as_bytes());
+    // VyOS ships util-linux's flock, which the operator's apply wrapper
+    // locks the router with; the base guest's busybox has none. It needs
+    // only libc, which the base has for bash.
+    let flock = std::fs::read(HOST_FLOCK).unwrap_or_else(|e| panic!("{HOST_FLOCK} (Debian's util-linux): {e}"));
+    overlay.file("/usr/bin/flock", 0o755, &flock);
     overlay.file(DEFAULT_CONFIG_PATH, 0o644, DEFAULT_CONFIG_BOOT.as_bytes());
     overlay.file(&files.config_boot, 0o644, DEFAULT_CONFIG_BOOT.as_bytes());
     overlay.file(
@@ -93,7 +101,8 @@ impl<T: Transport> RouterView<T> {
         let f = &self.files;
         self.sh(&format!(
             ": >'{log}'; : >'{delay}'; : >'{minute}'; : >'{running}.confirm-timer'; : >'{cli}'; : >'{sys}'; \
-             echo exited >'{substate}'; cp '{default}' '{boot}'; cp '{default}' '{running}'",
+             echo exited >'{substate}'; cp '{default}' '{boot}'; cp '{default}' '{running}'; rm -rf '{state}'",
+            state = vrouter_qga::constants::APPLY_STATE_DIR,
             minute = f.confirm_minute,
             log = f.stub_log,
             delay = f.commit_delay,
@@ -106,6 +115,20 @@ impl<T: Transport> RouterView<T> {
         ))
         .await
         .map(drop)
+    }
+
+    /// The router's journal of apply runs since the last reset or boot:
+    /// `<apply id> started` and `<apply id> <exit code>`, a line each.
+    pub async fn apply_journal(&self) -> Result<Vec<String>, QgaError> {
+        let path = format!("{}/journal", vrouter_qga::constants::APPLY_STATE_DIR);
+        let text = self.sh(&format!("cat '{path}' 2>/dev/null || :")).await?;
+        Ok(text.lines().map(str::to_owned).collect())
+    }
+
+    /// The apply ids in the order they ran, asserting from the journal that
+    /// every run ended before the next began; `None` while one still runs.
+    pub async fn apply_runs(&self) -> Result<Option<Vec<String>>, QgaError> {
+        Ok(runs_in_order(&self.apply_journal().await?))
     }
 
     /// Every record the stubs wrote since the last reset or boot.
@@ -196,4 +219,24 @@ impl<T: Transport> RouterView<T> {
     pub async fn running_config_reads(&self) -> Result<usize, QgaError> {
         Ok(self.agent.read_file(&self.files.cli_shell_api_log).await?.len())
     }
+}
+
+/// The apply ids of a journal in the order they ran; `None` while the last
+/// one runs. Panics when two runs overlap: the journal of a router that
+/// locks each apply never shows a start before the previous run's end.
+pub fn runs_in_order(journal: &[String]) -> Option<Vec<String>> {
+    let mut runs = Vec::new();
+    let mut running: Option<&str> = None;
+    for line in journal {
+        match (line.strip_suffix(" started"), running) {
+            (Some(id), None) => running = Some(id),
+            (Some(id), Some(other)) => panic!("{id} started while {other} ran: {journal:?}"),
+            (None, Some(id)) if line.starts_with(&format!("{id} ")) => {
+                runs.push(id.to_owned());
+                running = None;
+            }
+            (None, _) => panic!("{line:?} ends a run that did not start: {journal:?}"),
+        }
+    }
+    running.is_none().then_some(runs)
 }
