@@ -15,7 +15,7 @@ use vrouter_providers::ApplyId;
 use vrouter_providers::daemon::payload::largest_plain_config;
 use vrouter_providers::daemon::proto::ApplyConfigRequest;
 use vrouter_providers::daemon::{DaemonOptions, DaemonProvider, ExecRegistry};
-use vrouter_providers::{ExecStatus, Provider, ProviderError};
+use vrouter_providers::{ApplyRecord, ExecStatus, Provider, ProviderError};
 use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
 use vrouter_test_peers::poll_until_exited as wait;
 
@@ -207,6 +207,37 @@ async fn an_empty_config_loads_the_default_config_and_the_commands_still_run() {
         agent.sandbox().calls(),
         script_calls("load /opt/vyatta/etc/config.boot.default", &["set system host-name r1"])
     );
+}
+
+/// The daemon's API carries no apply id, so the provider keeps the record:
+/// an id dispatched again by this process is not sent twice, and its result
+/// is found by the id after the handle was lost; another process (a
+/// registry of its own: the operator restarted) does not know the id.
+#[tokio::test]
+async fn an_apply_id_runs_once_per_process_and_its_record_outlives_the_handle() {
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
+    let provider = provider(&daemon, "r1", 60);
+    let apply = ApplyId::fresh(1);
+    assert_eq!(provider.apply_record(&apply).await.unwrap(), ApplyRecord::Unknown);
+    let handle = provider
+        .exec_script(&apply, "", "set system host-name once", true)
+        .await
+        .unwrap();
+    let again = provider
+        .exec_script(&apply, "", "set system host-name once", true)
+        .await
+        .unwrap();
+    assert_eq!(again, handle, "the same id is the same apply");
+    let outcome = wait(&provider, handle).await.unwrap();
+    assert!(outcome.succeeded());
+    assert_eq!(
+        provider.apply_record(&apply).await.unwrap(),
+        ApplyRecord::Finished(outcome)
+    );
+    assert_eq!(count(&agent.sandbox().calls(), "commit"), 1);
+    let restarted = provider_at(daemon.address(), "r1", 60, Arc::new(ExecRegistry::new()));
+    assert_eq!(restarted.apply_record(&apply).await.unwrap(), ApplyRecord::Unknown);
 }
 
 #[tokio::test]

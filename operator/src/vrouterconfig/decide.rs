@@ -450,6 +450,17 @@ pub fn before_dispatch(
     status
 }
 
+/// The write-ahead also records the reboot the apply handles: an apply
+/// whose handle is lost is finished from the router's record of its id,
+/// never dispatched again, so only the write-ahead can say that this
+/// reboot's re-apply is under way.
+pub fn handling_reboot(mut status: VRouterConfigStatus, target_last_reboot: Option<&Time>) -> VRouterConfigStatus {
+    if let Some(reboot) = target_last_reboot {
+        status.last_reboot_handled_time = Some(reboot.clone());
+    }
+    status
+}
+
 /// The script was dispatched and has a handle to poll.
 pub fn after_dispatch(
     status: &VRouterConfigStatus,

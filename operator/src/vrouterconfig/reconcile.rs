@@ -400,7 +400,7 @@ impl<'a> Apply<'a> {
             },
         };
         tracing::info!(config = %self.name, ?reason, generation, confirmed = previous.is_some(), "dispatching apply");
-        let (fresh, before) = self.write_ahead(generation).await?;
+        let (fresh, before) = self.write_ahead(generation, last_reboot).await?;
         crash_point::reached(CrashPoint::AfterWriteAhead);
         let started = match ApplyId::parse(&before.apply_id) {
             Ok(apply) => {
@@ -448,12 +448,18 @@ impl<'a> Apply<'a> {
     }
 
     /// The status written before the router is touched: Applied=False for
-    /// the new generation, and the apply id the router will record the
-    /// apply under. Returns the config as written, and that status.
-    async fn write_ahead(&self, generation: i64) -> Result<(VRouterConfig, VRouterConfigStatus), Error> {
+    /// the new generation, the apply id the router will record the apply
+    /// under, and the reboot it handles. Returns the config as written, and
+    /// that status.
+    async fn write_ahead(
+        &self,
+        generation: i64,
+        last_reboot: Option<&Time>,
+    ) -> Result<(VRouterConfig, VRouterConfigStatus), Error> {
         let fresh_id = ApplyId::fresh(generation);
+        let before = decide::before_dispatch(&self.status, generation, self.clock, fresh_id.as_str());
         let before = summarised(
-            decide::before_dispatch(&self.status, generation, self.clock, fresh_id.as_str()),
+            decide::handling_reboot(before, last_reboot),
             self.config,
             None,
             self.clock.now,

@@ -76,7 +76,8 @@ pub fn on_router_answer(status: &VRouterConfigStatus, clock: Clock, asked: Asked
             status.exec_pid = 0;
             status.exec_started_time = None;
             status.phase = Phase::Pending;
-            status.message = format!("apply {id} ended on the router without a result (it was killed); applying again");
+            status.message =
+                format!("apply {id} ended without a result (killed, or its server restarted); applying again");
             Recovery::Step(Box::new(Step {
                 status,
                 next: Next::RequeueAfter(decide::REDISPATCH_AFTER),

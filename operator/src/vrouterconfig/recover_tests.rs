@@ -225,3 +225,28 @@ fn a_recovered_confirmed_apply_is_not_reported_applied() {
         confirmed.status.message
     );
 }
+
+#[test]
+fn the_reboot_an_apply_handles_is_written_ahead_so_a_recovered_apply_handles_it() {
+    let reboot = Time(at(-30));
+    let ahead = decide::handling_reboot(written_ahead(0), Some(&reboot));
+    assert_eq!(ahead.last_reboot_handled_time, Some(reboot.clone()));
+    let Recovery::Step(step) = on_router_answer(
+        &ahead,
+        clock(20),
+        Asked::BeforeDispatch,
+        RouterSays::Finished { code: 0, failure: None },
+    ) else {
+        panic!("a finished apply is a step");
+    };
+    assert_eq!(step.status.phase, Phase::Applied);
+    assert_eq!(
+        decide::dispatch_reason(&step.status, 4, Some(&reboot)),
+        None,
+        "no second re-apply"
+    );
+    assert_eq!(
+        decide::handling_reboot(written_ahead(0), None).last_reboot_handled_time,
+        None
+    );
+}

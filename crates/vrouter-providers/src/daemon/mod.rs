@@ -249,6 +249,9 @@ impl Provider for DaemonProvider {
         match self.options.registry.poll(handle, &self.owner()) {
             Ok(ExecStatus::Running) => Ok(ApplyRecord::Running(handle)),
             Ok(ExecStatus::Exited(outcome)) => Ok(ApplyRecord::Finished(outcome)),
+            // The server went away mid-call: whether the agent ran the
+            // script is unknown, and only a new apply says what runs now.
+            Err(e) if e.is_exec_result_lost() => Ok(ApplyRecord::Vanished),
             // The call's own end (a timeout, a gRPC error) is polled as such.
             Err(_) => Ok(ApplyRecord::Running(handle)),
         }
