@@ -14,7 +14,11 @@
 //! from before the write: a reconcile woken meanwhile by something else (a
 //! related object's event) would decide from that older view and write
 //! over it, a conflict. [`OwnWrites::awaiting_echo`] tells it to wait
-//! briefly instead.
+//! briefly instead. It also knows the versions a write of ours replaced
+//! ([`OwnWrites::record_over`]): a reconcile handed one of those took its
+//! object from the store just before the echo came in, and deciding from
+//! it would be the same conflict (the one 409 on VRouterStatuses, and the
+//! one on VRouterBindings, of issue 25's 1,000-target runs).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -49,6 +53,9 @@ pub struct OwnWrites {
 struct Versions {
     pending: Vec<(String, Instant)>,
     seen: Vec<String>,
+    /// Versions a write of ours replaced: an object at one of them is
+    /// older than what the API server holds.
+    replaced: Vec<String>,
 }
 
 /// How long a write's echo is waited for. A watch that restarted in
@@ -76,6 +83,23 @@ impl OwnWrites {
         let versions = objects.entry(key_of(written)).or_default();
         if !versions.seen.contains(&version) {
             push_bounded(&mut versions.pending, (version, Instant::now()));
+        }
+    }
+
+    /// [`OwnWrites::record`], and `base` (the object the write was made
+    /// from) is known to be replaced, unless the write changed nothing and
+    /// kept its version.
+    pub fn record_over(&self, base: &impl Resource, written: &impl Resource) {
+        self.record(written);
+        let (Some(old), Some(new)) = (&base.meta().resource_version, &written.meta().resource_version) else {
+            return;
+        };
+        if old != new {
+            let mut objects = self.lock();
+            let versions = objects.entry(key_of(written)).or_default();
+            if !versions.replaced.contains(old) {
+                push_bounded(&mut versions.replaced, old.clone());
+            }
         }
     }
 
@@ -116,7 +140,8 @@ impl OwnWrites {
     }
 
     /// Whether a write of `object` made less than [`ECHO_WAIT`] ago has not
-    /// come back through the watch yet: the store is behind that write.
+    /// come back through the watch yet (the store is behind that write), or
+    /// `object` itself is a version a write of ours replaced.
     pub fn awaiting_echo(&self, object: &impl Resource) -> bool {
         self.awaiting_echo_at(object, Instant::now())
     }
@@ -128,7 +153,19 @@ impl OwnWrites {
     }
 
     fn awaiting_echo_at(&self, object: &impl Resource, now: Instant) -> bool {
-        self.awaiting_echo_key(&key_of(object), now)
+        self.is_replaced(object) || self.awaiting_echo_key(&key_of(object), now)
+    }
+
+    /// Whether `object` is a version a write of ours replaced (for a
+    /// controller whose own echoes wake it, so that it needs no wait for
+    /// them, only not to decide from what they replaced).
+    pub fn is_replaced(&self, object: &impl Resource) -> bool {
+        let Some(version) = &object.meta().resource_version else {
+            return false;
+        };
+        self.lock()
+            .get(&key_of(object))
+            .is_some_and(|versions| versions.replaced.contains(version))
     }
 
     fn awaiting_echo_key(&self, key: &Key, now: Instant) -> bool {
@@ -248,6 +285,24 @@ mod tests {
         own.record(&at("a", "9"));
         assert!(own.passes(&watcher::Event::Delete(at("a", "9"))));
         assert!(own.lock().is_empty(), "nothing kept of a deleted object");
+    }
+
+    #[test]
+    fn an_object_a_write_of_ours_replaced_is_behind_even_after_the_echo() {
+        let own = OwnWrites::default();
+        own.record_over(&at("a", "1"), &at("a", "2"));
+        assert!(own.is_echo(&at("a", "2")));
+        assert!(
+            own.awaiting_echo(&at("a", "1")),
+            "handed the object from before the echo came in"
+        );
+        assert!(!own.awaiting_echo(&at("a", "2")));
+        assert!(own.is_replaced(&at("a", "1")) && !own.is_replaced(&at("a", "2")));
+        assert!(!own.awaiting_echo(&at("a", "3")), "someone else's later change");
+        assert!(!own.awaiting_echo(&at("b", "1")), "another object");
+        // A write that changed nothing keeps its version: not replaced.
+        own.record_over(&at("a", "2"), &at("a", "2"));
+        assert!(!own.awaiting_echo(&at("a", "2")));
     }
 
     #[test]

@@ -387,6 +387,30 @@ async fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool)
     started.elapsed()
 }
 
+/// Proxmox API requests by call (`GET agent/exec-status`, `GET status/current`,
+/// ...): the VM-scoped prefix (`/api2/json/nodes/<node>/qemu/<vmid>/`) left out.
+fn proxmox_calls(seen: &[vrouter_test_peers::proxmox::Seen]) -> Value {
+    let mut calls: BTreeMap<String, u64> = BTreeMap::new();
+    for s in seen {
+        let call = match s.path.split_once("/qemu/") {
+            Some((_, rest)) => rest.split_once('/').map_or(rest, |(_, call)| call),
+            None => s.path.trim_start_matches("/api2/json/"),
+        };
+        *calls.entry(format!("{} {call}", s.method)).or_default() += 1;
+    }
+    calls
+        .into_iter()
+        .map(|(call, n)| (call, json!(n)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// Marks the start of a phase on stderr, so a profiler run beside the test
+/// can be started and stopped at the phase boundaries.
+fn phase(name: &str) {
+    eprintln!("scale phase: {name}");
+}
+
 fn table(counts: &Counts) -> Vec<Value> {
     counts
         .iter()
@@ -457,6 +481,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         .unwrap();
     let namespace = ns.name().to_owned();
     let paths = fleet.paths.clone();
+    phase("startup");
     let cpu_at_start = cpu_seconds_of_threads("operator");
     let operator_started = Instant::now();
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
@@ -486,6 +511,7 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     let conflicts_before = requests::conflicts(&admin).await;
     let counted_before = counted.now();
     let (handshakes_before, proxmox_requests_before) = (pve.tls_handshakes(), pve.seen().len());
+    phase("apply");
     let started = Instant::now();
     create::<VRouterBinding>(&ns, binding_body(targets)).await;
     let limit = Duration::from_secs(60 + targets as u64);
@@ -515,11 +541,17 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         .count();
     let readiness_checks_per_config = pings as f64 / targets as f64;
 
+    let proxmox_calls_during = proxmox_calls(&pve.seen()[proxmox_requests_before..]);
+
     // Idle: everything Applied, nothing changing.
+    phase("idle");
     let idle_before = requests::served(&admin).await;
+    let proxmox_requests_idle_before = pve.seen().len();
     tokio::time::sleep(idle).await;
     let idle_after = requests::served(&admin).await;
     let cpu_after_idle = cpu_seconds_of_threads("operator");
+    phase("done");
+    let proxmox_calls_idle = proxmox_calls(&pve.seen()[proxmox_requests_idle_before..]);
     let idle_counts = requests::delta(&idle_before, &idle_after);
     let heartbeats = requests::total(&idle_counts, Series::is_heartbeat);
     let idle_writes: Counts = idle_counts
@@ -575,6 +607,8 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         "requests_per_config_budget": REQUESTS_PER_CONFIG_BUDGET,
         "requests_by_series": table(&during),
         "proxmox_requests_per_config": proxmox_requests_per_config,
+        "proxmox_calls": proxmox_calls_during,
+        "proxmox_calls_idle": proxmox_calls_idle,
         "readiness_checks_per_config": readiness_checks_per_config,
         "tls_handshakes_per_apply": handshakes_per_apply,
         "tls_handshakes_per_apply_budget": TLS_HANDSHAKES_PER_APPLY_BUDGET,

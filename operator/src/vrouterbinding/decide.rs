@@ -67,9 +67,12 @@ fn owner_uid(desired: &VRouterConfig) -> Option<&String> {
 /// the binding wants any more. Deleting one only removes the object; the
 /// router keeps its config, so this is safe at any point of a rollout. One
 /// already being deleted (its finalizer still on) is not deleted again.
-pub fn orphans<'a>(desired_names: &HashSet<String>, existing: &'a [VRouterConfig]) -> Vec<&'a str> {
+pub fn orphans<'a>(
+    desired_names: &HashSet<String>,
+    existing: impl IntoIterator<Item = &'a VRouterConfig>,
+) -> Vec<&'a str> {
     existing
-        .iter()
+        .into_iter()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter_map(|c| c.metadata.name.as_deref())
         .filter(|name| !desired_names.contains(*name))

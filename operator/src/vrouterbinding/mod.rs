@@ -5,7 +5,9 @@
 
 pub mod decide;
 mod reconcile;
+pub mod render_cache;
 pub mod resolve;
+pub mod wake;
 mod writes;
 
 use std::ops::Deref;
@@ -20,6 +22,7 @@ use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, 
 use crate::context::Context;
 use crate::own_writes::OwnWrites;
 use crate::reconciler::{self, Scope, Shutdown};
+use render_cache::RenderCache;
 use resolve::Referents;
 
 pub use reconcile::CONTROLLER;
@@ -34,6 +37,11 @@ pub struct BindingContext {
     referents: Referents,
     configs: Store<VRouterConfig>,
     config_writes: Arc<OwnWrites>,
+    /// The binding's own status writes: a reconcile handed a binding one of
+    /// them replaced waits for the newer one.
+    status_writes: OwnWrites,
+    /// Each binding's last render, reused while its inputs are unchanged.
+    renders: RenderCache,
 }
 
 impl Deref for BindingContext {
@@ -52,19 +60,20 @@ impl AsRef<Context> for BindingContext {
 
 /// Runs the VRouterBinding controller until `shutdown`. Templates, params
 /// and targets wake the bindings that reference them, and are read from
-/// those same watches; an owned config wakes its binding, so
-/// WaitForApplied sees an apply finish at once instead of at the next poll.
+/// those same watches; an owned config wakes its binding when it changed
+/// what the binding's reconcile reads of it ([`wake`]), so WaitForApplied
+/// sees an apply finish at once instead of at the next poll.
 pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let wc = watcher::Config::default();
     let controller = Controller::new(scope.api::<VRouterBinding>(), wc.clone())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.bindings));
     let bindings = controller.store();
-    let (by_template, by_params, by_target) = (bindings.clone(), bindings.clone(), bindings);
+    let (by_template, by_params, by_target) = (bindings.clone(), bindings.clone(), bindings.clone());
     let (templates, template_events) = reflected::<VRouterTemplate>(scope, &wc);
     let (params, params_events) = reflected::<VRouterParams>(scope, &wc);
     let (targets, target_events) = reflected::<VRouterTarget>(scope, &wc);
     let config_writes = Arc::new(OwnWrites::default());
-    let (configs, config_events) = configs_reflected(scope, &wc, config_writes.clone());
+    let (configs, config_events) = configs_reflected(scope, &wc, config_writes.clone(), bindings);
     let controller = controller
         .owns_stream(config_events)
         .watches_stream(template_events, move |t| {
@@ -85,6 +94,8 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
         },
         configs,
         config_writes,
+        status_writes: OwnWrites::default(),
+        renders: RenderCache::default(),
     });
     reconciler::run::<reconcile::BindingReconciler>(controller, ctx, shutdown).await;
 }
@@ -116,25 +127,49 @@ where
 
 /// A store of every VRouterConfig in the scope, and the events that wake
 /// their owners. Each event also tells `writes` that the store caught up
-/// with a write of the binding's own; a config's own events all wake its
-/// binding (its status decides a rollout's next step).
+/// with a write of the binding's own (its echo wakes the binding: a
+/// created config is new, a patched one has a new generation or labels);
+/// an event that changes nothing its binding's reconcile reads wakes
+/// nothing ([`wake`]).
 fn configs_reflected(
     scope: &Scope,
     wc: &watcher::Config,
     writes: Arc<OwnWrites>,
+    bindings: Store<VRouterBinding>,
 ) -> (
     Store<VRouterConfig>,
     impl futures::Stream<Item = Result<VRouterConfig, watcher::Error>> + Send + 'static,
 ) {
     let (store, writer) = reflector::store::<VRouterConfig>();
+    let wakes = wake::ConfigWakes::default();
     let events = watcher(scope.api::<VRouterConfig>(), wc.clone())
         .default_backoff()
         .reflect(writer)
         .inspect_ok(move |event| {
             let _ = writes.passes(event);
         })
+        .try_filter(move |event| {
+            let pass = wakes.passes(event, |config| owner_reads_progress(&bindings, config));
+            std::future::ready(pass)
+        })
         .touched_objects();
     (store, events)
+}
+
+/// Whether the binding controlling `config` reads its configs' progress
+/// (true when that binding is not in the store yet).
+fn owner_reads_progress(bindings: &Store<VRouterBinding>, config: &VRouterConfig) -> bool {
+    let owner = config
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == "VRouterBinding");
+    let Some(owner) = owner else { return true };
+    let key = ObjectRef::new(&owner.name).within(config.metadata.namespace.as_deref().unwrap_or_default());
+    bindings
+        .get(&key)
+        .is_none_or(|binding| wake::reads_progress(&decide::policy(&binding)))
 }
 
 /// The bindings in `referent`'s namespace that reference it as a `kind`.

@@ -3,12 +3,14 @@
 
 use std::fmt::Debug;
 
+use futures::FutureExt;
 use kube::ResourceExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use serde::de::DeserializeOwned;
 use vrouter_api::validate::{CrossNamespace, same_namespace_references};
 use vrouter_api::{NameRef, ReferencedKind, VRouterBinding, VRouterParams, VRouterTarget, VRouterTemplate};
 
+use super::render_cache::Version;
 use crate::stores;
 
 /// The watches (templates, params, targets) that wake a binding, and that
@@ -82,6 +84,50 @@ pub async fn references(
             )
             .await?,
     })
+}
+
+/// The uid and generation of every reference of `binding` as the watches
+/// hold them, templates, params then targets in reference order (what
+/// [`super::render_cache`] keys a render by); `None` when a store is not
+/// filled yet or lacks one of them (a render read the long way).
+pub fn versions(referents: &Referents, binding: &VRouterBinding) -> Option<Vec<Version>> {
+    let namespace = binding.namespace().unwrap_or_default();
+    let mut out = Vec::new();
+    collect(
+        &referents.templates,
+        binding,
+        ReferencedKind::Template,
+        &namespace,
+        &mut out,
+    )?;
+    collect(&referents.params, binding, ReferencedKind::Params, &namespace, &mut out)?;
+    collect(
+        &referents.targets,
+        binding,
+        ReferencedKind::Target,
+        &namespace,
+        &mut out,
+    )?;
+    Some(out)
+}
+
+fn collect<K>(
+    store: &Store<K>,
+    binding: &VRouterBinding,
+    kind: ReferencedKind,
+    namespace: &str,
+    out: &mut Vec<Version>,
+) -> Option<()>
+where
+    K: kube::Resource<DynamicType = ()> + Clone,
+{
+    store.wait_until_ready().now_or_never()?.ok()?;
+    for r in binding.spec.refs_of(kind) {
+        let object = store.get(&ObjectRef::new(&r.name).within(namespace))?;
+        let meta = object.meta();
+        out.push((meta.uid.clone()?, meta.generation.unwrap_or(0)));
+    }
+    Some(())
 }
 
 struct Reader<'a> {

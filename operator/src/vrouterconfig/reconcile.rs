@@ -436,7 +436,7 @@ impl<'a> Apply<'a> {
         let (ctx, config, status) = (self.ctx, self.config, &self.status);
         let settled = summarised(status.clone(), config, None, self.clock.now);
         if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &settled).await? {
-            ctx.own_writes.record(&written);
+            ctx.own_writes.record_over(config, &written);
         }
         if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&self.router, &self.name) {
             return Ok(match ensure_status_object(ctx, config, &self.router).await? {
@@ -466,7 +466,7 @@ impl<'a> Apply<'a> {
         );
         match status_writes::write_status(&self.ctx.client, self.config, Some(&self.status), &before).await {
             Ok(fresh) => {
-                self.ctx.own_writes.record(&fresh);
+                self.ctx.own_writes.record_over(self.config, &fresh);
                 Ok((fresh, before))
             }
             Err(e) => {
@@ -719,7 +719,7 @@ async fn wait_for_router(
     next.message = format!("waiting for VRouterConfig {other:?} to finish its apply on the same router");
     let next = summarised(next, config, None, Timestamp::now());
     if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &next).await? {
-        ctx.own_writes.record(&written);
+        ctx.own_writes.record_over(config, &written);
     }
     Ok(Action::requeue(ROUTER_BUSY_RETRY))
 }
@@ -744,7 +744,7 @@ async fn note_problem(
     }
     step.status = summarised(step.status, config, Some(&message), clock.now);
     if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &step.status).await? {
-        ctx.own_writes.record(&written);
+        ctx.own_writes.record_over(config, &written);
         ctx.event(
             config,
             EventType::Warning,
@@ -807,7 +807,7 @@ async fn finish(
     if let Some(written) =
         status_writes::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?
     {
-        ctx.own_writes.record(&written);
+        ctx.own_writes.record_over(config, &written);
     }
     if let Some(event) = &step.event {
         ctx.event(config, event.type_, event.reason, event.note.clone()).await;

@@ -170,7 +170,7 @@ async fn write_status(
     next: &VRouterStatusStatus,
 ) -> Result<(), Error> {
     if let Some(written) = status_writes::patch_status(&ctx.client, vrs, Some(current), next).await? {
-        ctx.own_status_writes.record(&written);
+        ctx.own_status_writes.record_over(vrs, &written);
     }
     Ok(())
 }
