@@ -27,6 +27,13 @@ pub struct Options {
     /// turn on): it checks `update` on an owner's `finalizers` for every
     /// owner reference that blocks its owner's deletion.
     pub admission_plugins: Vec<String>,
+    /// etcd's client port, when the test must know it before the start
+    /// (to put a fault proxy in front of it); a free port otherwise.
+    pub etcd_client_port: Option<u16>,
+    /// The etcd URL the API server dials instead of etcd's own, e.g.
+    /// `http://127.0.0.1:PORT` of a fault proxy forwarding to
+    /// [`Options::etcd_client_port`].
+    pub apiserver_etcd_url: Option<String>,
 }
 
 /// The audit log's file name in the data directory.
@@ -53,11 +60,24 @@ rules:
 /// Runs `etcd` and `kube-apiserver`; stops them and removes the data directory on drop.
 pub(crate) struct ControlPlane {
     dir: PathBuf,
-    /// `None` only while starting; a half-started plane is cleaned up by `Drop` too.
+    /// `None` only while starting or killed; a half-started plane is
+    /// cleaned up by `Drop` too.
     etcd: Option<Child>,
     apiserver: Option<Child>,
+    /// How each was started, to start it again on the same data and ports.
+    launches: Vec<Launch>,
     apiserver_port: u16,
+    etcd_url: String,
     watchdog: Option<Watchdog>,
+}
+
+/// One process of the plane: its program, arguments and log file.
+#[derive(Clone, Debug)]
+struct Launch {
+    name: &'static str,
+    program: PathBuf,
+    args: Vec<String>,
+    log: &'static str,
 }
 
 /// The certificates, keys and token file the API server reads, written
@@ -119,6 +139,60 @@ fn optional_apiserver_args(dir: &Path, options: &Options) -> Result<Vec<String>,
     Ok(args)
 }
 
+/// etcd serving clients at `etcd_url`, its data in `dir`.
+fn etcd_launch(binaries: &Binaries, dir: &Path, etcd_url: &str, peer_port: u16) -> Launch {
+    let peer_url = format!("http://127.0.0.1:{peer_port}");
+    Launch {
+        name: "etcd",
+        program: binaries.etcd.clone(),
+        args: vec![
+            "--name=testenv".to_owned(),
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=testenv={peer_url}"),
+            // The data is thrown away; fsync only costs time.
+            "--unsafe-no-fsync".to_owned(),
+            "--log-level=warn".to_owned(),
+        ],
+        log: "etcd.log",
+    }
+}
+
+/// kube-apiserver on `port`, reaching etcd at `etcd_url`, with the key
+/// material of `keys`.
+fn apiserver_launch(binaries: &Binaries, dir: &Path, keys: &KeyFiles, etcd_url: &str, port: u16) -> Launch {
+    Launch {
+        name: "kube-apiserver",
+        program: binaries.kube_apiserver.clone(),
+        args: vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--secure-port={port}"),
+            // Loopback may not back the `kubernetes` Service's endpoints.
+            "--endpoint-reconciler-type=none".to_owned(),
+            format!("--cert-dir={}", dir.join("apiserver-certs").display()),
+            format!("--tls-cert-file={}", keys.apiserver_crt.display()),
+            format!("--tls-private-key-file={}", keys.apiserver_key.display()),
+            format!("--token-auth-file={}", keys.tokens.display()),
+            format!("--service-account-issuer=https://127.0.0.1:{port}"),
+            format!("--service-account-key-file={}", keys.sa_pub.display()),
+            format!("--service-account-signing-key-file={}", keys.sa_key.display()),
+            format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
+            "--authorization-mode=RBAC".to_owned(),
+            // No controller-manager creates `default` ServiceAccounts.
+            "--disable-admission-plugins=ServiceAccount".to_owned(),
+            "--allow-privileged=true".to_owned(),
+            "--enable-priority-and-fairness=false".to_owned(),
+            "--profiling=false".to_owned(),
+        ],
+        log: "kube-apiserver.log",
+    }
+}
+
 impl ControlPlane {
     /// Writes the key material into a new temporary directory and starts both
     /// processes on free loopback ports. Does not wait for readiness.
@@ -140,74 +214,64 @@ impl ControlPlane {
             dir,
             etcd: None,
             apiserver: None,
+            launches: Vec::new(),
             apiserver_port: 0,
+            etcd_url: String::new(),
             watchdog: Some(watchdog),
         };
         let dir = plane.dir.clone();
-        let KeyFiles {
-            apiserver_crt,
-            apiserver_key,
-            sa_key,
-            sa_pub,
-            tokens,
-        } = KeyFiles::write(&dir, certs)?;
-        let [etcd_port, peer_port, apiserver_port] = free_ports()?;
+        let keys = KeyFiles::write(&dir, certs)?;
+        let [free_etcd_port, peer_port, apiserver_port] = free_ports()?;
+        let etcd_port = options.etcd_client_port.unwrap_or(free_etcd_port);
         plane.apiserver_port = apiserver_port;
-
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let mut etcd = Command::new(&binaries.etcd);
-        etcd.args([
-            "--name=testenv".to_owned(),
-            format!("--data-dir={}", dir.join("etcd").display()),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls={peer_url}"),
-            format!("--initial-advertise-peer-urls={peer_url}"),
-            format!("--initial-cluster=testenv={peer_url}"),
-            // The data is thrown away; fsync only costs time.
-            "--unsafe-no-fsync".to_owned(),
-            "--log-level=warn".to_owned(),
-        ]);
-        plane.etcd = Some(plane.spawn_logged("etcd", &mut etcd, "etcd.log")?);
-
-        let mut apiserver = Command::new(&binaries.kube_apiserver);
-        apiserver.args([
-            format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".to_owned(),
-            "--advertise-address=127.0.0.1".to_owned(),
-            format!("--secure-port={apiserver_port}"),
-            // Loopback may not back the `kubernetes` Service's endpoints.
-            "--endpoint-reconciler-type=none".to_owned(),
-            format!("--cert-dir={}", dir.join("apiserver-certs").display()),
-            format!("--tls-cert-file={}", apiserver_crt.display()),
-            format!("--tls-private-key-file={}", apiserver_key.display()),
-            format!("--token-auth-file={}", tokens.display()),
-            format!("--service-account-issuer=https://127.0.0.1:{apiserver_port}"),
-            format!("--service-account-key-file={}", sa_pub.display()),
-            format!("--service-account-signing-key-file={}", sa_key.display()),
-            format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
-            "--authorization-mode=RBAC".to_owned(),
-            // No controller-manager creates `default` ServiceAccounts.
-            "--disable-admission-plugins=ServiceAccount".to_owned(),
-            "--allow-privileged=true".to_owned(),
-            "--enable-priority-and-fairness=false".to_owned(),
-            "--profiling=false".to_owned(),
-        ]);
-        apiserver.args(optional_apiserver_args(&dir, options)?);
-        plane.apiserver = Some(plane.spawn_logged("kube-apiserver", &mut apiserver, "kube-apiserver.log")?);
+        plane.etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let etcd = etcd_launch(binaries, &dir, &plane.etcd_url, peer_port);
+        let apiserver_etcd_url = options.apiserver_etcd_url.as_deref().unwrap_or(&plane.etcd_url);
+        let mut apiserver = apiserver_launch(binaries, &dir, &keys, apiserver_etcd_url, apiserver_port);
+        apiserver.args.extend(optional_apiserver_args(&dir, options)?);
+        plane.launches = vec![etcd, apiserver];
+        plane.start_processes()?;
         Ok(plane)
     }
 
-    /// Starts `command` in a process group of its own, output to `log_name` in
-    /// the data directory, and puts the group under the watchdog.
-    fn spawn_logged(&mut self, name: &str, command: &mut Command, log_name: &str) -> Result<Child, Error> {
-        let log = self.dir.join(log_name);
-        let out = File::create(&log).map_err(Error::io(format!("creating {}", log.display())))?;
+    /// Starts etcd, then the API server, as launched first (same data
+    /// directory, same ports). Does not wait for readiness.
+    fn start_processes(&mut self) -> Result<(), Error> {
+        let [etcd, apiserver] = [self.launches[0].clone(), self.launches[1].clone()];
+        self.etcd = Some(self.spawn_logged(&etcd)?);
+        self.apiserver = Some(self.spawn_logged(&apiserver)?);
+        Ok(())
+    }
+
+    /// Kills both processes with SIGKILL, as a node failure would stop
+    /// them (no graceful shutdown, nothing flushed), and reaps them.
+    pub fn kill(&mut self) {
+        for child in [self.apiserver.take(), self.etcd.take()].into_iter().flatten() {
+            kill_and_reap(child);
+        }
+    }
+
+    /// After [`ControlPlane::kill`]: both processes again, on the data and
+    /// ports they had. Does not wait for readiness.
+    pub fn restart(&mut self) -> Result<(), Error> {
+        self.kill();
+        self.start_processes()
+    }
+
+    /// Starts `launch` in a process group of its own, output appended to its
+    /// log in the data directory, and puts the group under the watchdog.
+    fn spawn_logged(&mut self, launch: &Launch) -> Result<Child, Error> {
+        let log = self.dir.join(launch.log);
+        let out = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(Error::io(format!("opening {}", log.display())))?;
         let err = out
             .try_clone()
             .map_err(Error::io(format!("opening {}", log.display())))?;
-        let mut child = command
+        let child = Command::new(&launch.program)
+            .args(&launch.args)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -216,13 +280,13 @@ impl ControlPlane {
             .process_group(0)
             .spawn()
             .map_err(Error::io(format!(
-                "starting {name} ({})",
-                command.get_program().to_string_lossy()
+                "starting {} ({})",
+                launch.name,
+                launch.program.display()
             )))?;
         let watchdog = self.watchdog.as_mut().expect("the watchdog lives as long as the plane");
         if let Err(e) = watchdog.guard_group(child.id()) {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_and_reap(child);
             return Err(e);
         }
         Ok(child)
@@ -234,6 +298,11 @@ impl ControlPlane {
 
     pub fn apiserver_port(&self) -> u16 {
         self.apiserver_port
+    }
+
+    /// etcd's own client URL, `http://127.0.0.1:PORT`.
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
     }
 
     /// The process ids of etcd and kube-apiserver.
@@ -267,15 +336,17 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         // The API server first, so it does not log a storm of etcd errors.
-        for child in [self.apiserver.as_mut(), self.etcd.as_mut()].into_iter().flatten() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.kill();
         let _ = fs::remove_dir_all(&self.dir);
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.release();
         }
     }
+}
+
+fn kill_and_reap(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Three distinct free loopback ports. They are free when returned, not

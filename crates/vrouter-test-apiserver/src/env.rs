@@ -63,11 +63,13 @@ impl TestEnv {
         TestEnv::start_with(Options {
             audit: true,
             admission_plugins: vec!["OwnerReferencesPermissionEnforcement".to_owned()],
+            ..Options::default()
         })
         .await
     }
 
-    async fn start_with(options: Options) -> Result<TestEnv, Error> {
+    /// A control plane of its own, started as `options` say.
+    pub async fn start_with(options: Options) -> Result<TestEnv, Error> {
         let binaries = Binaries::locate()?;
         let mut attempt = 1;
         loop {
@@ -122,6 +124,42 @@ impl TestEnv {
     /// `https://127.0.0.1:PORT`.
     pub fn apiserver_url(&self) -> String {
         format!("https://127.0.0.1:{}", self.plane.apiserver_port())
+    }
+
+    /// etcd's own client URL (`http://127.0.0.1:PORT`), for a test that
+    /// talks to etcd itself (its v3 JSON gateway, e.g. to compact it).
+    pub fn etcd_url(&self) -> &str {
+        self.plane.etcd_url()
+    }
+
+    /// Puts `value` at `key` in etcd directly (a key outside the API
+    /// server's `/registry`, to move the store's revision on); returns the
+    /// revision after the put.
+    pub async fn etcd_put(&self, key: &str, value: &str) -> Result<i64, Error> {
+        crate::etcd::put(self.etcd_url(), key, value).await
+    }
+
+    /// Compacts etcd at `revision`, as the API server's own compaction (every
+    /// 5 minutes) does: every older resource version is gone from etcd.
+    pub async fn etcd_compact(&self, revision: i64) -> Result<(), Error> {
+        crate::etcd::compact(self.etcd_url(), revision).await
+    }
+
+    /// Kills etcd and kube-apiserver with SIGKILL, as a node failure stops
+    /// them. Only for a control plane of the test's own ([`TestEnv::start`]):
+    /// every client of it loses the API until [`TestEnv::restart`].
+    pub fn kill(&mut self) {
+        self.plane.kill();
+    }
+
+    /// Starts etcd and kube-apiserver again on the data directory and ports
+    /// they had (after [`TestEnv::kill`], or killing them now), and waits
+    /// until the API server is ready and serves the operator's CRDs again.
+    pub async fn restart(&mut self) -> Result<(), Error> {
+        self.plane.restart()?;
+        let client = self.client();
+        wait_ready(&mut self.plane, &client).await?;
+        wait_crds_served(&self.plane, &client, &vrouter_api::crds::all()).await
     }
 
     /// The temporary directory holding etcd's data, the certificates and the logs.
@@ -244,8 +282,18 @@ async fn install_crds(plane: &ControlPlane, client: &Client) -> Result<(), Error
     for crd in &all {
         crds.create(&PostParams::default(), crd).await?;
     }
+    wait_crds_served(plane, client, &all).await
+}
+
+/// Waits until each of `all` is Established and its resource answers a list.
+async fn wait_crds_served(
+    plane: &ControlPlane,
+    client: &Client,
+    all: &[CustomResourceDefinition],
+) -> Result<(), Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let started = Instant::now();
-    for crd in &all {
+    for crd in all {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let resource = served_resource(crd);
         loop {

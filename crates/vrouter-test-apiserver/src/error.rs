@@ -44,6 +44,8 @@ pub enum Error {
     Kubeconfig(#[from] kube::config::KubeconfigError),
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    #[error("etcd: {0}")]
+    Etcd(String),
     #[error("webhook TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
 }

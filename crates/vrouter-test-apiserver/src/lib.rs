@@ -39,6 +39,15 @@
 //! when dropped (including while a panicking test unwinds), with the same
 //! watchdog behind it.
 //!
+//! # Faults
+//!
+//! A control plane of the test's own ([`TestEnv::start_with`]) can be broken
+//! for real: [`TestEnv::kill`] SIGKILLs etcd and kube-apiserver and
+//! [`TestEnv::restart`] starts them again on the same data and ports;
+//! [`Options::etcd_client_port`] and [`Options::apiserver_etcd_url`] put a
+//! fault proxy between the two; [`TestEnv::etcd_put`] and
+//! [`TestEnv::etcd_compact`] move etcd's revision on and compact it.
+//!
 //! # Admission webhooks
 //!
 //! [`TestEnv::webhook_tls`] hands out a serving certificate for `127.0.0.1` and
@@ -50,9 +59,11 @@ mod certs;
 mod control_plane;
 mod env;
 mod error;
+mod etcd;
 mod webhook;
 
 pub use binaries::{Binaries, cache_dir, go_template_oracle, helm, kstatus_oracle, toxiproxy_server, vrouter_daemon};
+pub use control_plane::Options;
 pub use env::{TestEnv, TestNamespace};
 pub use error::Error;
 pub use webhook::WebhookTls;

@@ -153,6 +153,41 @@ impl Proxy {
         expect_ok(self.api, "POST", &format!("/proxies/{}", self.name), Some(body), 200);
     }
 
+    /// Listens and forwards again after [`Proxy::disable`].
+    pub fn enable(&self) {
+        let body = json!({"enabled": true});
+        expect_ok(self.api, "POST", &format!("/proxies/{}", self.name), Some(body), 200);
+    }
+
+    /// Adds a toxic (Toxiproxy's `type`, e.g. `reset_peer`, `timeout`,
+    /// `latency`, `limit_data`) named `name` to the `stream` direction
+    /// (`upstream`: client to server, `downstream`: server to client), on
+    /// the open connections and on new ones, with `attributes` as
+    /// Toxiproxy's README describes them for that type.
+    pub fn add_toxic(&self, name: &str, kind: &str, stream: &str, attributes: Value) {
+        let toxic = json!({
+            "name": name,
+            "type": kind,
+            "stream": stream,
+            "toxicity": 1.0,
+            "attributes": attributes,
+        });
+        expect_ok(
+            self.api,
+            "POST",
+            &format!("/proxies/{}/toxics", self.name),
+            Some(toxic),
+            200,
+        );
+    }
+
+    /// Removes the toxic `name`. Removing a `timeout` toxic closes the
+    /// connections it held (Toxiproxy's cleanup of that toxic).
+    pub fn remove_toxic(&self, name: &str) {
+        let path = format!("/proxies/{}/toxics/{name}", self.name);
+        expect_ok(self.api, "DELETE", &path, None, 204);
+    }
+
     /// `https://` URL of the proxy's listen address.
     pub fn https_url(&self) -> String {
         format!("https://{}", self.listen)

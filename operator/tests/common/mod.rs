@@ -3,12 +3,14 @@
 //! the operator's controllers running for it.
 #![allow(dead_code)]
 
+pub mod guest_rig;
 pub mod https;
 pub mod operator_process;
 pub mod replica;
 pub mod replica_process;
 pub mod requests;
 pub mod shipped_rbac;
+pub mod status_refusals;
 
 use std::collections::HashMap;
 use std::sync::Arc;
