@@ -108,6 +108,10 @@ pub(crate) trait AgentProvider: GuestAgent + fmt::Debug {
     fn timing(&self) -> GuestTiming;
     /// Whether the VM runs, as the platform reports it.
     async fn vm_running(&self) -> Result<bool, ProviderError>;
+    /// Whether the VM runs, for a periodic poll ([`Provider::is_vm_running_polled`]).
+    async fn vm_running_polled(&self) -> Result<bool, ProviderError> {
+        self.vm_running().await
+    }
     /// When the VM's current run began, if the platform records it
     /// ([`Provider::vm_started_at`]).
     async fn vm_run_started(&self) -> Result<Option<k8s_openapi::jiff::Timestamp>, ProviderError> {
@@ -123,6 +127,10 @@ impl<P: AgentProvider> Provider for P {
 
     async fn is_vm_running(&self) -> Result<bool, ProviderError> {
         self.vm_running().await
+    }
+
+    async fn is_vm_running_polled(&self) -> Result<bool, ProviderError> {
+        self.vm_running_polled().await
     }
 
     async fn check_ready(&self) -> Result<(), ProviderError> {

@@ -102,6 +102,15 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// is `Ok(false)`, not an error.
     async fn is_vm_running(&self) -> Result<bool, ProviderError>;
 
+    /// [`Provider::is_vm_running`] for a periodic poll (the VRouterTarget's
+    /// `status.vmRunning`): the answer may come from a view of the whole
+    /// platform shared by every target polled within a few seconds, where
+    /// the platform has one (Proxmox: `/cluster/resources`). Callers about
+    /// to act on the VM (an apply) ask [`Provider::is_vm_running`] instead.
+    async fn is_vm_running_polled(&self) -> Result<bool, ProviderError> {
+        self.is_vm_running().await
+    }
+
     /// Whether the router can take a configuration now: the guest agent
     /// answers, the guest OS is known, and its boot-time configuration unit
     /// has finished (`SubState=exited`). A no-op for vrouter-daemon.

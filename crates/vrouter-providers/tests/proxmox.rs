@@ -440,6 +440,67 @@ async fn a_pooled_connection_to_a_stalled_endpoint_is_not_a_way_around_the_failo
     assert_eq!(g.pve.seen()[before].endpoint, 0);
 }
 
+#[tokio::test]
+async fn concurrent_polls_of_a_cluster_s_vms_cost_one_listing_and_read_stopped_and_absent_vms() {
+    let g = guest("vyos").await;
+    for vmid in 101..=104 {
+        g.pve.add_vm(vmid, "pve2", g.agent.socket_path());
+    }
+    g.pve.set_running(102, false);
+    let refused = refusing_endpoint().await;
+    let clients = ProxmoxClients::default();
+    let provider_of = |vmid: i64, secret: &str| {
+        // The first endpoint refuses: the listing keeps the failover order.
+        let mut settings = g.settings(vec![refused.clone(), g.pve.url(0)]);
+        settings.vmid = vmid;
+        settings.token = ApiToken::new(TOKEN_ID, secret);
+        settings.shared_client = Some(SharedClient {
+            clients: clients.clone(),
+            cluster: "site/pve".into(),
+        });
+        ProxmoxProvider::new(settings).unwrap()
+    };
+    let listings = |from: usize| {
+        let seen = g.pve.seen();
+        assert!(
+            seen[from..].iter().all(|s| s.path == "/api2/json/cluster/resources"),
+            "only listings, no status/current: {:?}",
+            &seen[from..]
+        );
+        seen.len() - from
+    };
+    // 105 never existed; 102 is stopped.
+    let vmids = [VMID, 101, 102, 103, 104, 105];
+    let polls = |secret: &'static str| {
+        let providers: Vec<_> = vmids.iter().map(|&vmid| provider_of(vmid, secret)).collect();
+        async move {
+            futures::future::join_all(providers.iter().map(|p| p.is_vm_running_polled()))
+                .await
+                .into_iter()
+                .map(|r| r.unwrap())
+                .collect::<Vec<bool>>()
+        }
+    };
+
+    let before = g.pve.seen().len();
+    assert_eq!(polls(TOKEN_SECRET).await, [true, true, false, true, true, false]);
+    assert_eq!(listings(before), 1, "six concurrent polls, one listing");
+
+    // A rotated token is a new client and a new snapshot: the next polls
+    // ask again and see the VM destroyed meanwhile as not running.
+    g.pve.remove_vm(101);
+    g.pve.set_token(TOKEN_ID, "rotated");
+    let before = g.pve.seen().len();
+    assert_eq!(polls("rotated").await, [true, false, false, true, true, false]);
+    assert_eq!(listings(before), 1);
+
+    // A listing that fails is an error, not "not running".
+    let stale = provider_of(VMID, TOKEN_SECRET);
+    let err = stale.is_vm_running_polled().await.unwrap_err();
+    assert!(err.is_unauthorized(), "{err}");
+    assert!(!err.to_string().contains(TOKEN_SECRET), "{err}");
+}
+
 /// One `agent/exec` was sent in all, to `endpoint`: an exec whose answer may
 /// be lost is never sent again, on that endpoint or another.
 fn assert_exec_sent_once_to(pve: &vrouter_test_peers::proxmox::FakeProxmox, endpoint: usize) {

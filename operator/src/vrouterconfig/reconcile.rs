@@ -216,6 +216,9 @@ impl<'a> Apply<'a> {
     /// ended); the readiness check is skipped for a router that passed it a
     /// moment ago (`recently_ready`).
     async fn unless_ready(&self, provider: &dyn Provider, target: &VRouterTarget) -> Result<Option<Action>, Error> {
+        // Asked of this VM live, not from the cluster's shared listing the
+        // target poll reads: what follows may start an apply, and the VM's
+        // state right before it matters more than one request per reconcile.
         let running = match provider.is_vm_running().await {
             Ok(running) => running,
             // A role that lacks a permission needs a person, like a missing target.

@@ -222,7 +222,9 @@ async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("VRouterTarget {target_name:?} not found"))?;
     let provider = ctx.providers.for_target(&target).await.map_err(|e| e.to_string())?;
-    if !provider.is_vm_running().await.map_err(|e| e.to_string())? {
+    // A periodic read, not an action: the shared few-seconds-old view
+    // serves (the readiness check and the reads below reach the VM itself).
+    if !provider.is_vm_running_polled().await.map_err(|e| e.to_string())? {
         return Err("the VM is not running".to_owned());
     }
     check_ready(ctx, &target, &*provider).await?;

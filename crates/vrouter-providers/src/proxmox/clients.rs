@@ -10,6 +10,10 @@
 //! gets a new client at once, and the old one closes its connections when
 //! the last provider holding it is done. A cluster unused for [`UNUSED_FOR`]
 //! is forgotten, so deleted clusters do not keep connections open.
+//!
+//! The cluster's VM listing snapshot ([`VmList`]) lives beside its client,
+//! under the same key, so whatever replaces the client (a changed cluster or
+//! Secret) drops the snapshot taken with the old settings too.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::http::{ApiToken, Client, Endpoint, Timeouts};
 use super::tls;
+use super::vm_list::VmList;
 
 /// How long a cluster's client is kept with no provider built for it.
 pub const UNUSED_FOR: Duration = Duration::from_secs(600);
@@ -43,8 +48,15 @@ struct Key {
 
 struct Entry {
     key: Key,
-    client: Arc<Client>,
+    kept: Kept,
     used: Instant,
+}
+
+/// A cluster's client and its VM listing snapshot, replaced together.
+#[derive(Clone, Debug)]
+pub(crate) struct Kept {
+    pub client: Arc<Client>,
+    pub vms: Arc<VmList>,
 }
 
 /// The clients of every ProxmoxCluster in use, by cluster (`namespace/name`).
@@ -89,7 +101,7 @@ impl ProxmoxClients {
         token: &ApiToken,
         insecure_skip_tls_verify: bool,
         timeouts: Timeouts,
-    ) -> Result<Arc<Client>, String> {
+    ) -> Result<Kept, String> {
         let key = Key {
             endpoints: endpoints.to_vec(),
             token_id: token.id().to_owned(),
@@ -105,18 +117,21 @@ impl ProxmoxClients {
         clusters.retain(|_, entry| now.duration_since(entry.used) < UNUSED_FOR);
         if let Some(entry) = clusters.get_mut(&slot).filter(|entry| entry.key == key) {
             entry.used = now;
-            return Ok(entry.client.clone());
+            return Ok(entry.kept.clone());
         }
-        let client = Arc::new(build(endpoints, token, insecure_skip_tls_verify, timeouts)?);
+        let kept = Kept {
+            client: Arc::new(build(endpoints, token, insecure_skip_tls_verify, timeouts)?),
+            vms: Arc::default(),
+        };
         clusters.insert(
             slot,
             Entry {
                 key,
-                client: client.clone(),
+                kept: kept.clone(),
                 used: now,
             },
         );
-        Ok(client)
+        Ok(kept)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Slot, Entry>> {
@@ -124,19 +139,22 @@ impl ProxmoxClients {
     }
 }
 
-/// A client of its own (no sharing), or the shared one of `shared`.
+/// A client (and snapshot) of its own (no sharing), or the shared ones of `shared`.
 pub(crate) fn client_for(
     shared: Option<&SharedClient>,
     endpoints: &[Endpoint],
     token: &ApiToken,
     insecure_skip_tls_verify: bool,
     timeouts: Timeouts,
-) -> Result<Arc<Client>, String> {
+) -> Result<Kept, String> {
     match shared {
         Some(shared) => shared
             .clients
             .client(&shared.cluster, endpoints, token, insecure_skip_tls_verify, timeouts),
-        None => build(endpoints, token, insecure_skip_tls_verify, timeouts).map(Arc::new),
+        None => Ok(Kept {
+            client: Arc::new(build(endpoints, token, insecure_skip_tls_verify, timeouts)?),
+            vms: Arc::default(),
+        }),
     }
 }
 
@@ -166,7 +184,11 @@ mod tests {
         let t = Timeouts::default();
         let first = clients.client("ns/pve", &one, &token, true, t).unwrap();
         let again = clients.client("ns/pve", &one, &token, true, t).unwrap();
-        assert!(Arc::ptr_eq(&first, &again), "same settings: the same client");
+        assert!(
+            Arc::ptr_eq(&first.client, &again.client),
+            "same settings: the same client"
+        );
+        assert!(Arc::ptr_eq(&first.vms, &again.vms), "and the same VM snapshot");
 
         let changes: [(&str, Vec<Endpoint>, ApiToken, bool); 4] = [
             ("a rotated token", one.clone(), ApiToken::new("op@pve!t", "s2"), true),
@@ -181,7 +203,11 @@ mod tests {
         ];
         for (change, endpoints, token, insecure) in changes {
             let changed = clients.client("ns/pve", &endpoints, &token, insecure, t).unwrap();
-            assert!(!Arc::ptr_eq(&first, &changed), "{change}: a new client");
+            assert!(!Arc::ptr_eq(&first.client, &changed.client), "{change}: a new client");
+            assert!(
+                !Arc::ptr_eq(&first.vms, &changed.vms),
+                "{change}: the snapshot taken with the old settings is dropped too"
+            );
             assert_eq!(
                 clients.len(),
                 1,
@@ -189,7 +215,11 @@ mod tests {
             );
         }
         let other = clients.client("ns/pve2", &one, &token, true, t).unwrap();
-        assert!(!Arc::ptr_eq(&first, &other), "another cluster has its own");
+        assert!(
+            !Arc::ptr_eq(&first.client, &other.client),
+            "another cluster has its own"
+        );
+        assert!(!Arc::ptr_eq(&first.vms, &other.vms), "and its own snapshot");
         assert_eq!(clients.len(), 2);
     }
 
@@ -205,9 +235,12 @@ mod tests {
         };
         let first = clients.client("ns/pve", &one, &token, true, t).unwrap();
         let beside = clients.client("ns/pve", &one, &token, true, slower).unwrap();
-        assert!(!Arc::ptr_eq(&first, &beside));
+        assert!(!Arc::ptr_eq(&first.client, &beside.client));
         let again = clients.client("ns/pve", &one, &token, true, t).unwrap();
-        assert!(Arc::ptr_eq(&first, &again), "the first client was not replaced");
+        assert!(
+            Arc::ptr_eq(&first.client, &again.client),
+            "the first client was not replaced"
+        );
         assert_eq!(clients.len(), 2);
     }
 

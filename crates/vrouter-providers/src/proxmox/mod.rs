@@ -5,6 +5,7 @@ pub mod api;
 mod clients;
 mod http;
 mod tls;
+mod vm_list;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,6 +26,8 @@ pub use clients::{ProxmoxClients, SharedClient};
 pub(crate) use http::token_part_is_valid;
 use http::{Answer, Client, Endpoint, Timeouts};
 pub use http::{ApiToken, redact};
+use vm_list::VmList;
+pub use vm_list::{FRESH_FOR as VM_LIST_FRESH_FOR, VmState, state_of};
 
 /// Everything needed to reach one VM on one Proxmox cluster.
 #[derive(Clone, Debug)]
@@ -125,8 +128,9 @@ impl ClusterClient {
             connect: connect_timeout,
             request: request_timeout,
         };
-        let client =
-            clients::client_for(shared, &endpoints, &token, insecure_skip_tls_verify, timeouts).map_err(invalid)?;
+        let client = clients::client_for(shared, &endpoints, &token, insecure_skip_tls_verify, timeouts)
+            .map_err(invalid)?
+            .client;
         Ok(ClusterClient { token, client })
     }
 
@@ -134,59 +138,69 @@ impl ClusterClient {
     /// text would show the token (a server that echoed the request) comes
     /// back with the token redacted.
     pub async fn vms(&self) -> Result<Vec<ClusterVm>, ProviderError> {
-        self.list_vms().await.map_err(|error| {
-            let text = error.to_string();
-            let redacted = self.token.redact(&text);
-            if redacted == text {
-                error
-            } else {
-                ProviderError::protocol("the Proxmox VE API", redacted)
-            }
-        })
+        list_vms(&self.client, &self.token).await
     }
+}
 
-    async fn list_vms(&self) -> Result<Vec<ClusterVm>, ProviderError> {
-        let path = "/api2/json/cluster/resources?type=vm";
-        let answer = self.client.send(Method::GET, path, None, true).await?;
-        if !answer.status.is_success() {
-            let message = api::error_message(&answer.reason, &answer.body);
-            let status = answer.status.as_u16();
-            return Err(match api::classify_error(status, &message) {
-                ErrorKind::Unauthorized => ProviderError::Unauthorized {
-                    endpoint: answer.endpoint,
-                    status,
-                    message,
-                },
-                _ => ProviderError::Http {
-                    endpoint: answer.endpoint,
-                    method: "GET".into(),
-                    path: "/api2/json/cluster/resources".into(),
-                    status,
-                    message,
-                },
-            });
+/// Every QEMU VM of the cluster `client` reaches (endpoints in order), with
+/// any echo of `token` taken out of an error.
+async fn list_vms(client: &Client, token: &ApiToken) -> Result<Vec<ClusterVm>, ProviderError> {
+    list_vms_once(client).await.map_err(|error| {
+        let text = error.to_string();
+        let redacted = token.redact(&text);
+        if redacted == text {
+            error
+        } else {
+            ProviderError::protocol("the Proxmox VE API", redacted)
         }
-        let envelope: api::Envelope<Vec<api::ClusterResource>> = serde_json::from_slice(&answer.body)
-            .map_err(|e| ProviderError::protocol(answer.endpoint.clone(), format!("GET {path}: {e}")))?;
-        Ok(envelope
-            .data
-            .into_iter()
-            .filter(|r| r.kind.as_deref().is_none_or(|k| k == "qemu"))
-            .filter_map(|r| {
-                Some(ClusterVm {
-                    vmid: r.vmid?,
-                    node: r.node?,
-                    running: r.status.as_deref() == Some("running"),
-                    uptime: r.uptime.unwrap_or(0),
-                })
-            })
-            .collect())
+    })
+}
+
+async fn list_vms_once(client: &Client) -> Result<Vec<ClusterVm>, ProviderError> {
+    let path = "/api2/json/cluster/resources?type=vm";
+    let answer = client.send(Method::GET, path, None, true).await?;
+    if !answer.status.is_success() {
+        let message = api::error_message(&answer.reason, &answer.body);
+        let status = answer.status.as_u16();
+        return Err(match api::classify_error(status, &message) {
+            ErrorKind::Unauthorized => ProviderError::Unauthorized {
+                endpoint: answer.endpoint,
+                status,
+                message,
+            },
+            _ => ProviderError::Http {
+                endpoint: answer.endpoint,
+                method: "GET".into(),
+                path: "/api2/json/cluster/resources".into(),
+                status,
+                message,
+            },
+        });
     }
+    let envelope: api::Envelope<Vec<api::ClusterResource>> = serde_json::from_slice(&answer.body)
+        .map_err(|e| ProviderError::protocol(answer.endpoint.clone(), format!("GET {path}: {e}")))?;
+    Ok(envelope
+        .data
+        .into_iter()
+        .filter(|r| r.kind.as_deref().is_none_or(|k| k == "qemu"))
+        .filter_map(|r| {
+            Some(ClusterVm {
+                vmid: r.vmid?,
+                node: r.node?,
+                running: r.status.as_deref() == Some("running"),
+                uptime: r.uptime.unwrap_or(0),
+            })
+        })
+        .collect())
 }
 
 #[derive(Debug)]
 pub struct ProxmoxProvider {
     client: Arc<Client>,
+    /// The cluster's shared VM listing snapshot, for [`crate::Provider::is_vm_running_polled`].
+    vms: Arc<VmList>,
+    /// Kept to take the token out of a listing error's message.
+    token: ApiToken,
     vmid: i64,
     node: Mutex<Option<String>>,
     paths: GuestPaths,
@@ -223,7 +237,7 @@ impl ProxmoxProvider {
             connect: settings.connect_timeout,
             request: settings.request_timeout,
         };
-        let client = clients::client_for(
+        let kept = clients::client_for(
             settings.shared_client.as_ref(),
             &endpoints,
             &settings.token,
@@ -233,7 +247,9 @@ impl ProxmoxProvider {
         .map_err(invalid)?;
         let cached = settings.cached_node.trim();
         Ok(ProxmoxProvider {
-            client,
+            client: kept.client,
+            vms: kept.vms,
+            token: settings.token,
             vmid: settings.vmid,
             node: Mutex::new((!cached.is_empty()).then(|| cached.to_string())),
             paths: settings.paths,
@@ -550,5 +566,13 @@ impl AgentProvider for ProxmoxProvider {
             Err(ProviderError::VmNotFound { .. }) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// From the cluster's shared listing, at most [`VM_LIST_FRESH_FOR`]
+    /// old: one request for every VM polled within that time, instead of
+    /// one `status/current` each. A VMID the listing lacks is not running.
+    async fn vm_running_polled(&self) -> Result<bool, ProviderError> {
+        let vms = self.vms.get(|| list_vms(&self.client, &self.token)).await?;
+        Ok(state_of(&vms, self.vmid).is_running())
     }
 }
