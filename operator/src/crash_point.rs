@@ -8,7 +8,9 @@ use std::sync::LazyLock;
 /// The environment variable naming the crash point.
 pub const ENV: &str = "VROUTER_CRASH_AT";
 
-/// The moments of an apply where a crash used to cost a second run.
+/// The moments where a crash must cost neither a second run nor a lost
+/// step: an apply's, where one used to cost a second run, and a serial
+/// rollout's between its write-ahead stamp and the config it stamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CrashPoint {
     /// The apply id is written to status; the router is not touched yet.
@@ -18,10 +20,14 @@ pub enum CrashPoint {
     /// The script's result was read (the guest agent forgets it once read);
     /// it is not stored yet.
     AfterResult,
+    /// A serial rollout's frontier (the next target) is stamped in the
+    /// binding's status; that target's config is not written yet.
+    AfterRolloutStamp,
 }
 
 impl CrashPoint {
-    pub const ALL: [CrashPoint; 3] = [
+    /// The crash points of an apply, in the order an apply reaches them.
+    pub const OF_AN_APPLY: [CrashPoint; 3] = [
         CrashPoint::AfterWriteAhead,
         CrashPoint::AfterDispatch,
         CrashPoint::AfterResult,
@@ -32,6 +38,7 @@ impl CrashPoint {
             CrashPoint::AfterWriteAhead => "after-write-ahead",
             CrashPoint::AfterDispatch => "after-dispatch",
             CrashPoint::AfterResult => "after-result",
+            CrashPoint::AfterRolloutStamp => "after-rollout-stamp",
         }
     }
 }
@@ -60,5 +67,24 @@ pub fn reached(point: CrashPoint) {
     // Nothing past the crash point may run while the signal lands.
     loop {
         std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_point_has_its_own_name() {
+        let all = [
+            CrashPoint::AfterWriteAhead,
+            CrashPoint::AfterDispatch,
+            CrashPoint::AfterResult,
+            CrashPoint::AfterRolloutStamp,
+        ];
+        let names: std::collections::HashSet<&str> = all.iter().map(|p| p.name()).collect();
+        assert_eq!(names.len(), all.len());
+        assert_eq!(CrashPoint::AfterRolloutStamp.name(), "after-rollout-stamp");
+        assert!(!CrashPoint::OF_AN_APPLY.contains(&CrashPoint::AfterRolloutStamp));
     }
 }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -34,6 +35,8 @@ use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, Provid
 use vrouter_qga::Transport;
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::kube::FakeKubeApi;
+use vrouter_test_peers::proxmox::FakeProxmox;
+use vrouter_test_peers::toxiproxy::Toxiproxy;
 use vrouter_test_peers::vm::router::{RouterView, router_overlay};
 use vrouter_test_peers::vm::{ChardevTransport, Domain, Libvirt, QemuGuest, SharedGuest, VirshTransport};
 
@@ -109,19 +112,27 @@ async fn operator(ns: &TestNamespace, settings: Settings, kube_api: Option<kube:
     start_controllers(&ctx, ns.name())
 }
 
-/// A Proxmox cluster (syncing every `sync_interval`) whose VM 100 is the
-/// shared QEMU guest, and the target `r1` naming it.
-async fn proxmox_rig(
+/// A namespace whose target `r1` names a real guest, with no operator
+/// yet: the test's way into the guest, and the API the target is reached
+/// through (`A`).
+struct Site<T, A> {
+    ns: TestNamespace,
+    view: RouterView<T>,
+    api: A,
+}
+
+/// A Proxmox cluster (`cluster`: its spec beyond endpoints and credentials)
+/// whose VM 100 is the shared QEMU guest, and the target `r1` naming it.
+async fn proxmox_site(
     hint: &str,
     guest: &Arc<QemuGuest>,
-    settings: Settings,
-    sync_interval: &str,
-) -> Rig<ChardevTransport> {
+    cluster: serde_json::Value,
+) -> Site<ChardevTransport, FakeProxmox> {
     guest.wait_for_agent(BOOT_BOUND).await.unwrap_or_else(|e| panic!("{e}"));
     let view = RouterView::new(ChardevTransport::new(guest, Duration::from_secs(60)));
     view.reset().await.unwrap();
     let ns = TestEnv::shared().await.namespace(hint).await;
-    let pve = proxmox_cluster_with(&ns, json!({"syncInterval": sync_interval, "checkGuestUptime": true})).await;
+    let pve = proxmox_cluster_with(&ns, cluster).await;
     pve.add_guest_vm(VMID, "pve1", guest.clone());
     create::<VRouterTarget>(
         &ns,
@@ -131,14 +142,31 @@ async fn proxmox_rig(
         }}),
     )
     .await;
-    let stop = operator(&ns, settings, None).await;
+    Site { ns, view, api: pve }
+}
+
+/// [`proxmox_site`] with the cluster syncing every `sync_interval` and
+/// reading the guest's uptime, and an operator in this process.
+async fn proxmox_rig(
+    hint: &str,
+    guest: &Arc<QemuGuest>,
+    settings: Settings,
+    sync_interval: &str,
+) -> Rig<ChardevTransport> {
+    let site = proxmox_site(
+        hint,
+        guest,
+        json!({"syncInterval": sync_interval, "checkGuestUptime": true}),
+    )
+    .await;
+    let stop = operator(&site.ns, settings, None).await;
     let console_guest = guest.clone();
     Rig {
-        ns,
-        view,
+        ns: site.ns,
+        view: site.view,
         console: Box::new(move |line| console_guest.console(line).unwrap()),
         _stop: stop,
-        _api: Box::new(pve),
+        _api: Box::new(site.api),
     }
 }
 
@@ -171,8 +199,10 @@ async fn grant_vmi_namespace(target_namespace: &str) {
 }
 
 /// A KubeVirt VMI whose launcher pod's `compute` container is the shared
-/// libvirtd, and the target `r1` naming it.
-async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, settings: Settings) -> Rig<VirshTransport> {
+/// libvirtd, and the target `r1` naming it. The in-test Kubernetes API
+/// serving them stands in front of the real API server, so that it is the
+/// whole API to an operator process too ([`FakeKubeApi::start_in_front_of`]).
+async fn kubevirt_site(hint: &str, guest: &KubeVirtGuest) -> Site<VirshTransport, FakeKubeApi> {
     guest
         .domain
         .wait_for_agent(BOOT_BOUND)
@@ -180,8 +210,9 @@ async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, settings: Settings) -> 
         .unwrap_or_else(|e| panic!("{e}"));
     let view = RouterView::new(VirshTransport::new(&guest.domain, Duration::from_secs(60)));
     view.reset().await.unwrap();
-    let ns = TestEnv::shared().await.namespace(hint).await;
-    let api = FakeKubeApi::start().await;
+    let env = TestEnv::shared().await;
+    let ns = env.namespace(hint).await;
+    let api = FakeKubeApi::start_in_front_of(env.client()).await;
     api.put_vmi(VMI_NS, VMI, VMI_UID, "Running", "node-a");
     api.put_libvirt_launcher_pod(
         VMI_NS,
@@ -201,14 +232,20 @@ async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, settings: Settings) -> 
     )
     .await;
     grant_vmi_namespace(ns.name()).await;
-    let stop = operator(&ns, settings, Some(api.client())).await;
+    Site { ns, view, api }
+}
+
+/// [`kubevirt_site`] with an operator in this process.
+async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, settings: Settings) -> Rig<VirshTransport> {
+    let site = kubevirt_site(hint, guest).await;
+    let stop = operator(&site.ns, settings, Some(site.api.client())).await;
     let domain_console = guest.domain.console_handle();
     Rig {
-        ns,
-        view,
+        ns: site.ns,
+        view: site.view,
         console: Box::new(move |line| domain_console(line)),
         _stop: stop,
-        _api: Box::new(api),
+        _api: Box::new(site.api),
     }
 }
 
@@ -611,41 +648,131 @@ async fn kubevirt_agent_frozen_mid_apply_times_out_then_recovers() {
     agent_frozen_mid_apply(&rig).await;
 }
 
-/// Two VRouterTargets naming one Proxmox VM, a config on each, and two
-/// operators on the namespace without leader election (each with its own
-/// in-memory holds): the router's lock keeps the applies apart, and both
-/// configs end `Applied`.
-#[tokio::test]
-async fn proxmox_two_targets_on_one_vm_and_two_operators_never_overlap() {
-    let guest = PVE_GUEST.lease();
-    let rig = proxmox_rig("real-pve-alias", &guest, Settings::default(), "60s").await;
-    let _second = operator(&rig.ns, Settings::default(), None).await;
-    create::<VRouterTarget>(
-        &rig.ns,
-        json!({"metadata": {"name": "r1-alias"}, "spec": {
-            "provider": {"type": "proxmox", "proxmox": {"vmid": VMID, "clusterRef": {"name": "pve"}}},
-        }}),
+/// The released operator binary as its own process for `ns`, reaching the
+/// API at `server`, leading on a Lease of its own (`name`: no other process
+/// waits for it, so two of them reconcile at once, as two operators without
+/// leader election do), with `vars` in its environment. Drift repair is off:
+/// where two configs save to one router, each would see the other's
+/// config.boot as drift and apply again, a run the tests do not count.
+fn operator_process(
+    env: &TestEnv,
+    ns: &TestNamespace,
+    name: &str,
+    server: &str,
+    vars: &[(&str, &str)],
+) -> ReplicaProcess {
+    ReplicaProcess::start_with_env(env, name, ns.name(), name, server, &["--drift-repair=false"], vars)
+}
+
+/// Waits until the config's current generation ended Applied or Failed.
+async fn settled(configs: &Api<VRouterConfig>, name: &str, limit: Duration) -> VRouterConfig {
+    wait_for(
+        &format!("{name}'s generation to be Applied or Failed"),
+        limit,
+        || async {
+            let config = configs.get_opt(name).await.ok()??;
+            let status = config.status.as_ref()?;
+            let current = Some(status.observed_generation) == config.metadata.generation;
+            (current && matches!(status.phase, Phase::Applied | Phase::Failed)).then_some(config)
+        },
     )
-    .await;
-    rig.view.set_commit_delay(2).await.unwrap();
+    .await
+}
+
+/// The apply id of the config's current generation, once it is Applied.
+async fn applied_apply_id(configs: &Api<VRouterConfig>, name: &str) -> String {
+    let config = settled(configs, name, Duration::from_secs(240)).await;
+    let status = config.status.unwrap();
+    assert_eq!(status.phase, Phase::Applied, "{name}: {}", status.message);
+    status.apply_id
+}
+
+/// Two VRouterTargets naming one router (`r1`, and `r1-alias` from
+/// `alias`), a config on each, and two operators, each the released binary
+/// as its own process reaching the API at `server`, without a Lease in
+/// common: both reconcile both configs, each with its own in-memory holds.
+/// The router's lock keeps the applies apart (a slow commit keeps each one
+/// running while the other arrives), and both configs end `Applied` with
+/// one run each.
+async fn two_targets_on_one_router_and_two_operators<T: Transport>(
+    ns: &TestNamespace,
+    view: &RouterView<T>,
+    server: &str,
+    alias: serde_json::Value,
+) {
+    let env = TestEnv::shared().await;
+    create::<VRouterTarget>(ns, json!({"metadata": {"name": "r1-alias"}, "spec": alias})).await;
+    view.set_commit_delay(2).await.unwrap();
+    let _a = operator_process(env, ns, "alias-a", server, &[]);
+    let _b = operator_process(env, ns, "alias-b", server, &[]);
     for (name, target) in [("a", "r1"), ("b", "r1-alias")] {
         create::<VRouterConfig>(
-            &rig.ns,
+            ns,
             json!({"metadata": {"name": name}, "spec": {"targetRef": {"name": target}, "commands": format!("set system host-name {name}\n")}}),
         )
         .await;
     }
-    let configs = rig.ns.api::<VRouterConfig>();
+    let configs = ns.api::<VRouterConfig>();
     let mut apply_ids = Vec::new();
     for name in ["a", "b"] {
-        let (phase, _, message) = final_phase(&configs, name, Duration::from_secs(240)).await;
-        assert_eq!(phase, Phase::Applied, "{name}: {message}");
-        apply_ids.push(configs.get(name).await.unwrap().status.unwrap().apply_id);
+        apply_ids.push(applied_apply_id(&configs, name).await);
     }
-    rig.view.set_commit_delay(0).await.unwrap();
-    assert_ran_once_each(&rig, &apply_ids).await;
+    view.set_commit_delay(0).await.unwrap();
+    assert_router_ran_once_each(view, &apply_ids).await;
 }
 
+#[tokio::test]
+async fn proxmox_two_targets_on_one_vm_and_two_operator_processes_never_overlap() {
+    let guest = PVE_GUEST.lease();
+    up_longer_than_the_reboot_window(&guest).await;
+    let sync = format!("{REBOOT_SYNC_SECS}s");
+    let site = proxmox_site("real-pve-alias", &guest, json!({"syncInterval": sync})).await;
+    let alias = json!({"provider": {"type": "proxmox", "proxmox": {"vmid": VMID, "clusterRef": {"name": "pve"}}}});
+    let server = TestEnv::shared().await.apiserver_url();
+    two_targets_on_one_router_and_two_operators(&site.ns, &site.view, &server, alias).await;
+}
+
+#[tokio::test]
+async fn kubevirt_two_targets_on_one_vmi_and_two_operator_processes_never_overlap() {
+    let guest = KUBEVIRT_GUEST.lease();
+    let site = kubevirt_site("real-kv-alias", &guest).await;
+    let alias = json!({"provider": {"type": "kubevirt", "kubevirt": {"name": VMI, "namespace": VMI_NS}}});
+    two_targets_on_one_router_and_two_operators(&site.ns, &site.view, &site.api.url(), alias).await;
+}
+
+/// The exec stream of the apply's dispatch is cut after `virsh` had the
+/// guest start the script, before any output or exit status came back (as
+/// when the connection to the kubelet breaks): the operator, the released
+/// binary as its own process, asks the router about the apply id instead
+/// of dispatching again, finds it, and the script runs once.
+#[tokio::test]
+async fn kubevirt_a_dispatch_whose_exec_stream_is_cut_runs_once() {
+    let guest = KUBEVIRT_GUEST.lease();
+    let site = kubevirt_site("real-kv-lost", &guest).await;
+    let env = TestEnv::shared().await;
+    site.api.lose_apply_answers(1);
+    site.view.set_commit_delay(2).await.unwrap();
+    let _operator = operator_process(env, &site.ns, "lost", &site.api.url(), &[]);
+    create::<VRouterConfig>(
+        &site.ns,
+        json!({"metadata": {"name": "lost"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name lost\n"}}),
+    )
+    .await;
+    let apply_id = applied_apply_id(&site.ns.api::<VRouterConfig>(), "lost").await;
+    assert_eq!(site.api.apply_answers_to_lose(), 0, "the dispatch's answer was lost");
+    let dispatches = site
+        .api
+        .execs()
+        .into_iter()
+        .filter(|exec| {
+            let stdin = String::from_utf8_lossy(&exec.stdin);
+            stdin.contains("\"guest-exec\"") && stdin.contains(".staged\"")
+        })
+        .count();
+    assert_eq!(dispatches, 1, "the apply was dispatched once");
+    site.view.set_commit_delay(0).await.unwrap();
+    assert_router_ran_once_each(&site.view, &[apply_id]).await;
+}
 /// The Proxmox API loses the answer to the apply's `agent/exec` after the
 /// guest started it (`got timeout`): the operator asks the router about the
 /// apply id before dispatching again, finds it, and the script runs once.
@@ -700,7 +827,7 @@ async fn proxmox_an_operator_killed_at_each_crash_point_finishes_with_one_run() 
     view.set_commit_delay(2).await.unwrap();
     let configs = ns.api::<VRouterConfig>();
     let mut apply_ids = Vec::new();
-    for point in CrashPoint::ALL {
+    for point in CrashPoint::OF_AN_APPLY {
         let name = point.name();
         create::<VRouterConfig>(
             &ns,
@@ -734,6 +861,255 @@ async fn proxmox_an_operator_killed_at_each_crash_point_finishes_with_one_run() 
     }
     view.set_commit_delay(0).await.unwrap();
     assert_router_ran_once_each(&view, &apply_ids).await;
+}
+
+/// Starts the released binary with the crash point `point` selected, and
+/// waits for it to kill itself there with SIGKILL.
+async fn killed_at(env: &TestEnv, ns: &TestNamespace, name: &str, point: CrashPoint) {
+    let server = env.apiserver_url();
+    let mut crashing = operator_process(
+        env,
+        ns,
+        name,
+        &server,
+        &[(vrouter_operator::crash_point::ENV, point.name())],
+    );
+    let exit = wait_for_exit(&mut crashing, Duration::from_secs(300)).await;
+    assert_eq!(exit.signal(), Some(9), "{name}: {exit}\n{}", crashing.log());
+}
+
+/// The binding's recorded frontier: the target it stamped last.
+async fn stamped_target(ns: &TestNamespace, binding: &str) -> String {
+    let binding = ns.api::<VRouterBinding>().get(binding).await.unwrap();
+    binding
+        .status
+        .and_then(|s| s.rollout)
+        .unwrap_or_default()
+        .last_updated_target
+}
+
+/// Waits until the binding's rollout of its current generation completed:
+/// `Ready=True` (WaitForApplied: every config Applied).
+async fn rollout_completed(ns: &TestNamespace, binding: &str) {
+    let bindings = ns.api::<VRouterBinding>();
+    wait_for(
+        &format!("{binding}'s rollout to complete"),
+        Duration::from_secs(300),
+        || async {
+            let binding = bindings.get(binding).await.ok()?;
+            let status = binding.status?;
+            let current = status.observed_generation == binding.metadata.generation;
+            (current && condition(&status.conditions, "Ready")?.0 == "True").then_some(())
+        },
+    )
+    .await;
+}
+
+/// A serial (WaitForApplied) rollout over two targets on the router, with
+/// the operator (the released binary) killed with SIGKILL between a
+/// rollout stamp and the write it stamps, twice: at the first target of the
+/// first rollout, and at the second target of the next one (only its render
+/// changed). Each time the binding's status names the stamped target and
+/// its config is as it was before; a restarted operator writes it and
+/// finishes the rollout, and the router ran each generation's apply once,
+/// never two at a time.
+#[tokio::test]
+async fn proxmox_an_operator_killed_after_a_rollout_stamp_finishes_the_rollout_with_one_run_each() {
+    let guest = PVE_GUEST.lease();
+    up_longer_than_the_reboot_window(&guest).await;
+    let sync = format!("{REBOOT_SYNC_SECS}s");
+    let site = proxmox_site("real-pve-stamp", &guest, json!({"syncInterval": sync})).await;
+    let env = TestEnv::shared().await;
+    let ns = &site.ns;
+    create::<VRouterTarget>(
+        ns,
+        json!({"metadata": {"name": "r2"}, "spec": {
+            "provider": {"type": "proxmox", "proxmox": {"vmid": VMID, "clusterRef": {"name": "pve"}}},
+            "params": {"hostName": "pve-r2"},
+        }}),
+    )
+    .await;
+    create::<vrouter_api::VRouterTemplate>(
+        ns,
+        json!({"metadata": {"name": "name"}, "spec": {"commands": "set system host-name {{ hostName ~ \"-\" ~ wave }}\n"}}),
+    )
+    .await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "wave"}, "spec": {
+            "templateRefs": [{"name": "name"}],
+            "params": {"wave": "one"},
+            "targetRefs": [{"name": "r1"}, {"name": "r2"}],
+            "rollout": {"mode": "WaitForApplied", "pollInterval": "1s"},
+        }}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+
+    // The first rollout: killed once r1 is stamped, before its config exists.
+    killed_at(env, ns, "stamp-1", CrashPoint::AfterRolloutStamp).await;
+    assert_eq!(stamped_target(ns, "wave").await, "r1");
+    assert!(
+        configs.get_opt("wave.r1").await.unwrap().is_none(),
+        "r1's config was not written yet"
+    );
+    let restarted = operator_process(env, ns, "stamp-2", &env.apiserver_url(), &[]);
+    rollout_completed(ns, "wave").await;
+    let mut apply_ids = vec![
+        applied_apply_id(&configs, "wave.r1").await,
+        applied_apply_id(&configs, "wave.r2").await,
+    ];
+    drop(restarted);
+
+    // The next rollout changes r2's render only: killed once r2 is stamped.
+    let before = configs.get("wave.r2").await.unwrap();
+    ns.api::<VRouterTarget>()
+        .patch(
+            "r2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"params": {"hostName": "pve-r2b"}}})),
+        )
+        .await
+        .unwrap();
+    killed_at(env, ns, "stamp-3", CrashPoint::AfterRolloutStamp).await;
+    assert_eq!(stamped_target(ns, "wave").await, "r2");
+    let unwritten = configs.get("wave.r2").await.unwrap();
+    assert_eq!(
+        unwritten.metadata.generation, before.metadata.generation,
+        "r2's config was not written yet"
+    );
+    assert_eq!(unwritten.spec, before.spec);
+    let _restarted = operator_process(env, ns, "stamp-4", &env.apiserver_url(), &[]);
+    rollout_completed(ns, "wave").await;
+    let rewritten = configs.get("wave.r2").await.unwrap();
+    assert_eq!(rewritten.spec.commands, "set system host-name pve-r2b-one\n");
+    apply_ids.push(applied_apply_id(&configs, "wave.r2").await);
+    assert_eq!(
+        configs.get("wave.r1").await.unwrap().metadata.generation,
+        Some(1),
+        "r1's render did not change"
+    );
+    assert_router_ran_once_each(&site.view, &apply_ids).await;
+}
+
+/// Holder of the Lease `name`, if any.
+async fn lease_holder(ns: &TestNamespace, name: &str) -> Option<String> {
+    let lease = ns.api::<Lease>().get_opt(name).await.ok()??;
+    lease.spec?.holder_identity.filter(|h| !h.is_empty())
+}
+
+/// Two replicas of the released binary with leader election (Lease 15 s,
+/// renew deadline 10 s); the leader reaches the API server only through
+/// Toxiproxy, and reaches the guest directly. While its apply runs on the
+/// guest (a slow commit), the proxy drops every byte: the leader stops on
+/// its own within its renew deadline (exit 3), the follower is never seen
+/// holding the Lease while it runs, takes over, finds the apply on the
+/// router instead of dispatching it again, and applies the next generation;
+/// the router ran each generation once, never two at a time.
+#[tokio::test]
+async fn proxmox_a_leader_partitioned_mid_apply_stops_and_its_successor_runs_nothing_twice() {
+    const LEASE: &str = "vrouter-operator-fence";
+    let guest = PVE_GUEST.lease();
+    up_longer_than_the_reboot_window(&guest).await;
+    let sync = format!("{REBOOT_SYNC_SECS}s");
+    let site = proxmox_site("real-pve-fence", &guest, json!({"syncInterval": sync})).await;
+    let env = TestEnv::shared().await;
+    let ns = &site.ns;
+    let toxiproxy = Toxiproxy::start();
+    let apiserver = env.apiserver_url().trim_start_matches("https://").parse().unwrap();
+    let proxy = toxiproxy.proxy("apiserver-for-fence-a", apiserver);
+    let args = ["--drift-repair=false"];
+    let mut a = ReplicaProcess::start(env, "fence-a", ns.name(), LEASE, &proxy.https_url(), &args);
+    wait_for("fence-a to lead", Duration::from_secs(120), || async {
+        (lease_holder(ns, LEASE).await.as_deref() == Some("fence-a")).then_some(())
+    })
+    .await;
+    let b = ReplicaProcess::start(env, "fence-b", ns.name(), LEASE, &env.apiserver_url(), &args);
+    wait_for("fence-b to wait for the Lease", Duration::from_secs(120), || async {
+        b.log()
+            .contains("waiting for the Lease held by another replica")
+            .then_some(())
+    })
+    .await;
+
+    site.view.set_commit_delay(8).await.unwrap();
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "one"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name fenced\n"}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    wait_for("fence-a's apply to start", Duration::from_secs(180), || async {
+        let status = configs.get("one").await.ok()?.status?;
+        (status.exec_pid > 0 && status.phase == Phase::Applying).then_some(())
+    })
+    .await;
+
+    let cut = std::time::Instant::now();
+    proxy.partition();
+    let exit = loop {
+        // The holder is read first: fence-b holding the Lease while fence-a
+        // still runs afterwards would be two leaders at once.
+        let holder = lease_holder(ns, LEASE).await;
+        let exited = a.exited();
+        assert!(
+            exited.is_some() || holder.as_deref() != Some("fence-b"),
+            "fence-b took the Lease while fence-a still ran:\n{}",
+            a.log()
+        );
+        if let Some(exit) = exited {
+            break exit;
+        }
+        assert!(
+            cut.elapsed() < Duration::from_secs(180),
+            "fence-a still runs after the cut"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let stopped_after = cut.elapsed();
+    assert_eq!(
+        exit.code(),
+        Some(3),
+        "a replica that lost the Lease exits with 3:\n{}",
+        a.log()
+    );
+    let took_over_after = wait_for("fence-b to take over", Duration::from_secs(180), || async {
+        (lease_holder(ns, LEASE).await.as_deref() == Some("fence-b")).then(|| cut.elapsed())
+    })
+    .await;
+    eprintln!(
+        "real guest: the leader stopped {stopped_after:?} after the cut (renew deadline 10s), \
+         the follower took over {took_over_after:?} after it (Lease 15s)"
+    );
+    let mut apply_ids = vec![applied_apply_id(&configs, "one").await];
+    site.view.set_commit_delay(0).await.unwrap();
+    configs
+        .patch(
+            "one",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"commands": "set system host-name fenced-two\n"}})),
+        )
+        .await
+        .unwrap();
+    apply_ids.push(applied_apply_id(&configs, "one").await);
+    assert_router_ran_once_each(&site.view, &apply_ids).await;
+}
+
+/// Waits until the shared Proxmox guest's VM (Proxmox's uptime: its QEMU
+/// process) and the guest itself have been up longer than the reboot
+/// window of a `REBOOT_SYNC_SECS` sync: a boot inside it would count as a
+/// reboot at the cluster's first sync, whose re-apply would be a run of its
+/// own amid the applies a test counts.
+async fn up_longer_than_the_reboot_window(guest: &Arc<QemuGuest>) {
+    guest.wait_for_agent(BOOT_BOUND).await.unwrap_or_else(|e| panic!("{e}"));
+    let early = RouterView::new(ChardevTransport::new(guest, Duration::from_secs(60)));
+    let margin = Duration::from_secs(REBOOT_SYNC_SECS * 3 / 2 + 5);
+    wait_for(
+        "the VM and guest to be up longer than the reboot window",
+        Duration::from_secs(120),
+        || async { (guest.process_uptime() > margin && early.uptime().await.ok()? > margin).then_some(()) },
+    )
+    .await;
 }
 
 /// Waits (at most `limit`) for `replica` to exit.

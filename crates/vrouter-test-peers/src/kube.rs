@@ -16,10 +16,18 @@
 //!   unable to execute QEMU agent command '<cmd>': <desc>` on stderr with
 //!   exit 1. A domain other than the pod's `<namespace>_<vmi>` or a pod
 //!   without an agent fail as virsh would.
+//!
+//! In front of a real API server ([`FakeKubeApi::start_in_front_of`]) it is
+//! the whole API to a process that has only a kubeconfig (the released
+//! operator binary): what KubeVirt adds is served here, every other request
+//! goes on to the real server.
+
+mod forward;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -85,6 +93,10 @@ struct State {
     execs: Mutex<Vec<ExecSeen>>,
     /// One agent connection at a time per socket, as qemu-ga serves them.
     agent_locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    /// Where requests for anything but KubeVirt's objects go.
+    upstream: Option<kube::Client>,
+    /// Apply dispatches whose exec stream is to be cut before their answer.
+    lost_apply_answers: AtomicUsize,
 }
 
 /// The fake API server; stops when dropped.
@@ -117,6 +129,33 @@ impl FakeKubeApi {
         .await
     }
 
+    /// The fake in front of `api_server`: VMIs (as [`FakeKubeApi::put_vmi`]
+    /// puts them), launcher pods and pods/exec are served here, every other
+    /// request is sent on to `api_server` with its credentials, and its
+    /// answer streamed back (watches included). A kubeconfig naming
+    /// [`FakeKubeApi::url`] is then all a process needs.
+    pub async fn start_in_front_of(api_server: kube::Client) -> Self {
+        Self::start_with(State {
+            upstream: Some(api_server),
+            ..State::default()
+        })
+        .await
+    }
+
+    /// The next `count` apply dispatches (a `guest-exec` of the staged
+    /// script) run in the guest, and then their exec stream is cut before
+    /// any output or exit status goes back, as when the connection to the
+    /// kubelet breaks: the guest started the script, its answer is lost.
+    pub fn lose_apply_answers(&self, count: usize) {
+        self.state.lost_apply_answers.store(count, Ordering::SeqCst);
+    }
+
+    /// How many of the answers [`FakeKubeApi::lose_apply_answers`] asked
+    /// for are still to be lost.
+    pub fn apply_answers_to_lose(&self) -> usize {
+        self.state.lost_apply_answers.load(Ordering::SeqCst)
+    }
+
     async fn start_with(state: State) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
         let addr = listener.local_addr().expect("local address");
@@ -131,7 +170,7 @@ impl FakeKubeApi {
                 tokio::spawn(async move {
                     let service = service_fn(move |req| {
                         let state = state.clone();
-                        async move { Ok::<_, std::convert::Infallible>(handle(state, req).await) }
+                        async move { Ok::<_, std::convert::Infallible>(route(state, req).await) }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(tcp), service)
@@ -282,6 +321,34 @@ fn json_ok(value: &Value) -> Answer {
     response(StatusCode::OK, None, "application/json", value.to_string().into_bytes())
 }
 
+/// The fake's own answer, or the upstream's for what the fake does not serve.
+async fn route(state: Arc<State>, req: Request<Incoming>) -> forward::Streamed {
+    if let Some(upstream) = &state.upstream
+        && !served_here(req.uri().path())
+    {
+        return forward::send(upstream, req).await;
+    }
+    forward::whole(handle(state, req).await)
+}
+
+/// Whether `path` is one the fake answers itself (see [`handle`]).
+fn served_here(path: &str) -> bool {
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    matches!(
+        segs.as_slice(),
+        [
+            "apis",
+            "kubevirt.io",
+            "v1",
+            "namespaces",
+            _,
+            "virtualmachineinstances",
+            _
+        ] | ["api", "v1", "namespaces", _, "pods"]
+            | ["api", "v1", "namespaces", _, "pods", _, "exec"]
+    )
+}
+
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Answer {
     let path = req.uri().path().to_string();
     let query = parse_query(req.uri().query().unwrap_or(""));
@@ -372,6 +439,21 @@ impl State {
         execs.len() - 1
     }
 
+    /// Whether the answer to exec `seen` is to be lost: it dispatched an
+    /// apply (its stdin asked for `guest-exec` of a staged script) while
+    /// [`FakeKubeApi::lose_apply_answers`] asks for losses.
+    fn loses_the_answer_to(&self, seen: usize) -> bool {
+        let dispatched_an_apply = self.execs.lock().unwrap().get(seen).is_some_and(|exec| {
+            let stdin = String::from_utf8_lossy(&exec.stdin);
+            stdin.contains("\"guest-exec\"") && stdin.contains(".staged\"")
+        });
+        dispatched_an_apply
+            && self
+                .lost_apply_answers
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+    }
+
     /// The lock that keeps one agent's commands apart, as virsh does.
     fn agent_lock(&self, compute: &Compute) -> Option<Arc<tokio::sync::Mutex<()>>> {
         let Compute::Agent(Some(socket)) = compute else {
@@ -446,7 +528,7 @@ async fn exec(
         // sees it: by the time an answer goes out, what it answered is in
         // the record.
         let recorder = state.clone();
-        let stdin = Stdin::pump(from_client, move |bytes| {
+        let (stdin, pump) = Stdin::pump(from_client, move |bytes| {
             if let Some(exec) = recorder.execs.lock().unwrap().get_mut(seen) {
                 exec.stdin.extend_from_slice(bytes);
             }
@@ -455,6 +537,13 @@ async fn exec(
             Compute::Agent(socket) => run_virsh(&command, &domain, socket, agent_lock, stdin).await,
             Compute::Libvirt { libvirt, default_uri } => run_in_container(&libvirt, &command, default_uri, stdin).await,
         };
+        if state.loses_the_answer_to(seen) {
+            // Both halves of the websocket go: the connection closes with
+            // nothing sent, no close frame, no status.
+            pump.abort();
+            drop(ws);
+            return;
+        }
         send_exec_result(ws, &stdout, &stderr, code).await;
     });
     switching_protocols(key.as_bytes(), protocol)
@@ -479,13 +568,14 @@ struct Stdin(tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>);
 
 impl Stdin {
     /// Reads the client's frames until the stream ends, handing each stdin
-    /// chunk to `record` before the command can read it.
-    fn pump<S>(mut from_client: S, mut record: impl FnMut(&[u8]) + Send + 'static) -> Stdin
+    /// chunk to `record` before the command can read it; the reader's
+    /// handle aborts it (and drops its half of the stream).
+    fn pump<S>(mut from_client: S, mut record: impl FnMut(&[u8]) + Send + 'static) -> (Stdin, tokio::task::AbortHandle)
     where
         S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin + Send + 'static,
     {
         let (data, stdin) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let mut data = Some(data);
             while let Some(Ok(message)) = from_client.next().await {
                 let Message::Binary(frame) = message else { continue };
@@ -502,7 +592,7 @@ impl Stdin {
                 }
             }
         });
-        Stdin(stdin)
+        (Stdin(stdin), reader.abort_handle())
     }
 
     /// The next chunk, `None` once stdin is closed.

@@ -23,6 +23,7 @@ use super::resolve::{self, ResolveError};
 use super::writes::{write_all, write_config};
 use super::{BindingContext, decide};
 use crate::conditions::{self, Wanted};
+use crate::crash_point::{self, CrashPoint};
 use crate::metrics::StateLabels;
 use crate::reconciler::Reconciler;
 use crate::{finalizers, own_writes, status_writes, stores};
@@ -387,6 +388,7 @@ async fn carry_out(
                 last_update_time: Some(Time(frontier.stamped_at)),
             };
             set_status(ctx, binding, wanted, Some(stamp), false).await?;
+            crash_point::reached(CrashPoint::AfterRolloutStamp);
             write_config(
                 configs,
                 &ctx.config_writes,
