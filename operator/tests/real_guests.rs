@@ -94,8 +94,45 @@ struct Rig<T> {
     ns: TestNamespace,
     view: RouterView<T>,
     console: Box<dyn Fn(&str) + Send + Sync>,
-    _stop: watch::Sender<bool>,
+    /// The running operator: stopped (or killed) when the rig is dropped.
+    _operator: Box<dyn Any + Send + Sync>,
     _api: Box<dyn Any + Send + Sync>,
+}
+
+/// How a rig runs the operator.
+enum Operator {
+    /// In this process, with these settings.
+    InProcess(Settings),
+    /// The released binary as its own process (see [`ReplicaProcess`]),
+    /// named after the rig's namespace, with these flags added.
+    Binary(Vec<String>),
+}
+
+impl Operator {
+    /// Starts it for `ns`; a binary reaches the API at `server`, and the
+    /// in-process operator reaches KubeVirt targets through `kube_api`.
+    async fn start(
+        self,
+        ns: &TestNamespace,
+        server: &str,
+        kube_api: Option<kube::Client>,
+    ) -> Box<dyn Any + Send + Sync> {
+        match self {
+            Operator::InProcess(settings) => Box::new(operator(ns, settings, kube_api).await),
+            Operator::Binary(flags) => {
+                let env = TestEnv::shared().await;
+                let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+                Box::new(ReplicaProcess::start(
+                    env,
+                    ns.name(),
+                    ns.name(),
+                    ns.name(),
+                    server,
+                    &flags,
+                ))
+            }
+        }
+    }
 }
 
 async fn operator(ns: &TestNamespace, settings: Settings, kube_api: Option<kube::Client>) -> watch::Sender<bool> {
@@ -146,11 +183,11 @@ async fn proxmox_site(
 }
 
 /// [`proxmox_site`] with the cluster syncing every `sync_interval` and
-/// reading the guest's uptime, and an operator in this process.
+/// reading the guest's uptime, and the operator.
 async fn proxmox_rig(
     hint: &str,
     guest: &Arc<QemuGuest>,
-    settings: Settings,
+    operator: Operator,
     sync_interval: &str,
 ) -> Rig<ChardevTransport> {
     let site = proxmox_site(
@@ -159,13 +196,14 @@ async fn proxmox_rig(
         json!({"syncInterval": sync_interval, "checkGuestUptime": true}),
     )
     .await;
-    let stop = operator(&site.ns, settings, None).await;
+    let server = TestEnv::shared().await.apiserver_url();
+    let running = operator.start(&site.ns, &server, None).await;
     let console_guest = guest.clone();
     Rig {
         ns: site.ns,
         view: site.view,
         console: Box::new(move |line| console_guest.console(line).unwrap()),
-        _stop: stop,
+        _operator: running,
         _api: Box::new(site.api),
     }
 }
@@ -235,16 +273,17 @@ async fn kubevirt_site(hint: &str, guest: &KubeVirtGuest) -> Site<VirshTransport
     Site { ns, view, api }
 }
 
-/// [`kubevirt_site`] with an operator in this process.
-async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, settings: Settings) -> Rig<VirshTransport> {
+/// [`kubevirt_site`] with the operator; a binary reaches the whole API
+/// through the in-test one.
+async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, operator: Operator) -> Rig<VirshTransport> {
     let site = kubevirt_site(hint, guest).await;
-    let stop = operator(&site.ns, settings, Some(site.api.client())).await;
+    let running = operator.start(&site.ns, &site.api.url(), Some(site.api.client())).await;
     let domain_console = guest.domain.console_handle();
     Rig {
         ns: site.ns,
         view: site.view,
         console: Box::new(move |line| domain_console(line)),
-        _stop: stop,
+        _operator: running,
         _api: Box::new(site.api),
     }
 }
@@ -380,7 +419,7 @@ async fn drift_is_read_from_the_guest<T: Transport>(rig: &Rig<T>, config: &VRout
 #[tokio::test]
 async fn proxmox_binding_applies_over_the_chardev_and_drift_is_read_from_the_guest() {
     let guest = PVE_GUEST.lease();
-    let rig = proxmox_rig("real-pve", &guest, Settings::default(), "60s").await;
+    let rig = proxmox_rig("real-pve", &guest, Operator::InProcess(Settings::default()), "60s").await;
     // A guest booted less than 1.5 syncs ago is a reboot to the cluster's
     // first sync, which would apply again a config applied before that sync
     // (a race the applies' speed decides): bind once it has run.
@@ -396,7 +435,7 @@ async fn proxmox_binding_applies_over_the_chardev_and_drift_is_read_from_the_gue
 #[tokio::test]
 async fn kubevirt_binding_applies_through_virsh_and_drift_is_read_from_the_guest() {
     let guest = KUBEVIRT_GUEST.lease();
-    let rig = kubevirt_rig("real-kv", &guest, Settings::default()).await;
+    let rig = kubevirt_rig("real-kv", &guest, Operator::InProcess(Settings::default())).await;
     let config = binding_applies(&rig, "kv-r1", 4_200_000_002).await;
     drift_is_read_from_the_guest(&rig, &config).await;
 }
@@ -423,7 +462,7 @@ async fn a_real_reboot_inside_the_guest_forces_exactly_one_re_apply() {
     let rig = proxmox_rig(
         "real-reboot",
         &guest,
-        Settings::default(),
+        Operator::InProcess(Settings::default()),
         &format!("{REBOOT_SYNC_SECS}s"),
     )
     .await;
@@ -613,38 +652,38 @@ async fn agent_frozen_mid_apply<T: Transport>(rig: &Rig<T>) {
 /// Short, so a frozen agent turns into ApplyTimeout within the test.
 const APPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn fault_settings() -> Settings {
-    Settings {
-        apply_timeout: APPLY_TIMEOUT,
-        ..Settings::default()
-    }
+/// The released binary with [`APPLY_TIMEOUT`] (`--apply-timeout`), its
+/// other settings the defaults, as deployed: the agent faults below kill or
+/// freeze qemu-ga under an operator that is a process of its own.
+fn fault_operator() -> Operator {
+    Operator::Binary(vec![format!("--apply-timeout={}s", APPLY_TIMEOUT.as_secs())])
 }
 
 #[tokio::test]
 async fn proxmox_agent_restarted_mid_apply_the_result_is_recovered_from_the_router() {
     let guest = PVE_GUEST.lease();
-    let rig = proxmox_rig("real-pve-kill", &guest, fault_settings(), "60s").await;
+    let rig = proxmox_rig("real-pve-kill", &guest, fault_operator(), "60s").await;
     agent_killed_mid_apply(&rig).await;
 }
 
 #[tokio::test]
 async fn proxmox_agent_frozen_mid_apply_times_out_then_recovers() {
     let guest = PVE_GUEST.lease();
-    let rig = proxmox_rig("real-pve-stop", &guest, fault_settings(), "60s").await;
+    let rig = proxmox_rig("real-pve-stop", &guest, fault_operator(), "60s").await;
     agent_frozen_mid_apply(&rig).await;
 }
 
 #[tokio::test]
 async fn kubevirt_agent_restarted_mid_apply_the_result_is_recovered_from_the_router() {
     let guest = KUBEVIRT_GUEST.lease();
-    let rig = kubevirt_rig("real-kv-kill", &guest, fault_settings()).await;
+    let rig = kubevirt_rig("real-kv-kill", &guest, fault_operator()).await;
     agent_killed_mid_apply(&rig).await;
 }
 
 #[tokio::test]
 async fn kubevirt_agent_frozen_mid_apply_times_out_then_recovers() {
     let guest = KUBEVIRT_GUEST.lease();
-    let rig = kubevirt_rig("real-kv-stop", &guest, fault_settings()).await;
+    let rig = kubevirt_rig("real-kv-stop", &guest, fault_operator()).await;
     agent_frozen_mid_apply(&rig).await;
 }
 
@@ -774,12 +813,13 @@ async fn kubevirt_a_dispatch_whose_exec_stream_is_cut_runs_once() {
     assert_router_ran_once_each(&site.view, &[apply_id]).await;
 }
 /// The Proxmox API loses the answer to the apply's `agent/exec` after the
-/// guest started it (`got timeout`): the operator asks the router about the
-/// apply id before dispatching again, finds it, and the script runs once.
+/// guest started it (`got timeout`): the operator, the released binary as
+/// its own process, asks the router about the apply id before dispatching
+/// again, finds it, and the script runs once.
 #[tokio::test]
 async fn proxmox_a_dispatch_whose_answer_is_lost_runs_once() {
     let guest = PVE_GUEST.lease();
-    let rig = proxmox_rig("real-pve-lost", &guest, Settings::default(), "60s").await;
+    let rig = proxmox_rig("real-pve-lost", &guest, Operator::Binary(Vec::new()), "60s").await;
     let pve = rig
         ._api
         .downcast_ref::<vrouter_test_peers::proxmox::FakeProxmox>()
@@ -1174,7 +1214,7 @@ async fn proxmox_confirmed_apply_is_confirmed_when_its_check_passes_and_rolled_b
     let rig = proxmox_rig(
         "real-pve-confirm",
         &guest,
-        Settings::default(),
+        Operator::InProcess(Settings::default()),
         &format!("{REBOOT_SYNC_SECS}s"),
     )
     .await;
