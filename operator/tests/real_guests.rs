@@ -7,7 +7,8 @@
 //! - KubeVirt: pods/exec runs the real `virsh` the provider sends, in a real
 //!   libvirtd's container, and libvirt's own agent channel reaches the guest.
 //!
-//! The operator runs with its production guest paths and settings
+//! The operator, the released binary as its own process, runs with its
+//! production guest paths and settings
 //! (`/bin/vbash`, `/run/vrouter-operator`, `/config/config.boot`,
 //! `cli-shell-api`, `/proc/uptime`); the guest's `/bin/vbash` is bash with
 //! the stub vyatta functions, whose log shows what `load` received and every
@@ -19,19 +20,13 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tokio::sync::watch;
 use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget};
-use vrouter_operator::context::{Context, Providers, Settings};
-use vrouter_operator::metrics::Metrics;
-use vrouter_providers::proxmox::ProxmoxClients;
-use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
 use vrouter_qga::Transport;
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::kube::FakeKubeApi;
@@ -44,8 +39,7 @@ use std::os::unix::process::ExitStatusExt;
 
 use common::replica_process::ReplicaProcess;
 use common::{
-    condition, config_phase, create, final_phase, proxmox_cluster_with, start_controllers,
-    vrouter_status_syncing_every, wait_for,
+    condition, config_phase, create, final_phase, proxmox_cluster_with, vrouter_status_syncing_every, wait_for,
 };
 use vrouter_operator::crash_point::CrashPoint;
 
@@ -68,26 +62,6 @@ static KUBEVIRT_GUEST: SharedGuest<KubeVirtGuest> = SharedGuest::new(|| {
     Ok(KubeVirtGuest { domain })
 });
 
-/// The production provider factory, with the Kubernetes API KubeVirt
-/// targets are reached through (the in-test one, whose pods/exec runs virsh
-/// in libvirtd's container) and the real API server for Secrets and
-/// ProxmoxClusters.
-struct RealProviders {
-    lookup: KubeLookup,
-    factory: FactoryContext,
-}
-
-#[async_trait]
-impl Providers for RealProviders {
-    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
-        build_provider(target, &self.lookup, &self.factory).await
-    }
-
-    fn proxmox_clients(&self) -> ProxmoxClients {
-        self.factory.proxmox_clients.clone()
-    }
-}
-
 /// The operator running for one namespace with one target `r1` on a real
 /// guest, and the test's own way into that guest.
 struct Rig<T> {
@@ -99,54 +73,20 @@ struct Rig<T> {
     _api: Box<dyn Any + Send + Sync>,
 }
 
-/// How a rig runs the operator.
-enum Operator {
-    /// In this process, with these settings.
-    InProcess(Settings),
-    /// The released binary as its own process (see [`ReplicaProcess`]),
-    /// named after the rig's namespace, with these flags added.
-    Binary(Vec<String>),
-}
-
-impl Operator {
-    /// Starts it for `ns`; a binary reaches the API at `server`, and the
-    /// in-process operator reaches KubeVirt targets through `kube_api`.
-    async fn start(
-        self,
-        ns: &TestNamespace,
-        server: &str,
-        kube_api: Option<kube::Client>,
-    ) -> Box<dyn Any + Send + Sync> {
-        match self {
-            Operator::InProcess(settings) => Box::new(operator(ns, settings, kube_api).await),
-            Operator::Binary(flags) => {
-                let env = TestEnv::shared().await;
-                let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-                Box::new(ReplicaProcess::start(
-                    env,
-                    ns.name(),
-                    ns.name(),
-                    ns.name(),
-                    server,
-                    &flags,
-                ))
-            }
-        }
-    }
-}
-
-async fn operator(ns: &TestNamespace, settings: Settings, kube_api: Option<kube::Client>) -> watch::Sender<bool> {
-    let client = TestEnv::shared().await.client();
-    let providers: Arc<dyn Providers> = Arc::new(RealProviders {
-        lookup: KubeLookup::new(client.clone()),
-        factory: FactoryContext {
-            client: kube_api,
-            guest_paths: GuestPaths::default(),
-            ..FactoryContext::default()
-        },
-    });
-    let ctx = Arc::new(Context::new(client, Metrics::new(), settings, providers));
-    start_controllers(&ctx, ns.name())
+/// The released binary as its own process for the rig's namespace
+/// (see [`ReplicaProcess`]), named after it, reaching the API at `server`,
+/// with `flags` added; its other settings are the defaults, as deployed.
+async fn operator(ns: &TestNamespace, server: &str, flags: &[String]) -> Box<dyn Any + Send + Sync> {
+    let env = TestEnv::shared().await;
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    Box::new(ReplicaProcess::start(
+        env,
+        ns.name(),
+        ns.name(),
+        ns.name(),
+        server,
+        &flags,
+    ))
 }
 
 /// A namespace whose target `r1` names a real guest, with no operator
@@ -187,7 +127,7 @@ async fn proxmox_site(
 async fn proxmox_rig(
     hint: &str,
     guest: &Arc<QemuGuest>,
-    operator: Operator,
+    flags: &[String],
     sync_interval: &str,
 ) -> Rig<ChardevTransport> {
     let site = proxmox_site(
@@ -197,7 +137,7 @@ async fn proxmox_rig(
     )
     .await;
     let server = TestEnv::shared().await.apiserver_url();
-    let running = operator.start(&site.ns, &server, None).await;
+    let running = operator(&site.ns, &server, flags).await;
     let console_guest = guest.clone();
     Rig {
         ns: site.ns,
@@ -275,9 +215,9 @@ async fn kubevirt_site(hint: &str, guest: &KubeVirtGuest) -> Site<VirshTransport
 
 /// [`kubevirt_site`] with the operator; a binary reaches the whole API
 /// through the in-test one.
-async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, operator: Operator) -> Rig<VirshTransport> {
+async fn kubevirt_rig(hint: &str, guest: &KubeVirtGuest, flags: &[String]) -> Rig<VirshTransport> {
     let site = kubevirt_site(hint, guest).await;
-    let running = operator.start(&site.ns, &site.api.url(), Some(site.api.client())).await;
+    let running = operator(&site.ns, &site.api.url(), flags).await;
     let domain_console = guest.domain.console_handle();
     Rig {
         ns: site.ns,
@@ -419,7 +359,7 @@ async fn drift_is_read_from_the_guest<T: Transport>(rig: &Rig<T>, config: &VRout
 #[tokio::test]
 async fn proxmox_binding_applies_over_the_chardev_and_drift_is_read_from_the_guest() {
     let guest = PVE_GUEST.lease();
-    let rig = proxmox_rig("real-pve", &guest, Operator::InProcess(Settings::default()), "60s").await;
+    let rig = proxmox_rig("real-pve", &guest, &[], "60s").await;
     // A guest booted less than 1.5 syncs ago is a reboot to the cluster's
     // first sync, which would apply again a config applied before that sync
     // (a race the applies' speed decides): bind once it has run.
@@ -435,7 +375,7 @@ async fn proxmox_binding_applies_over_the_chardev_and_drift_is_read_from_the_gue
 #[tokio::test]
 async fn kubevirt_binding_applies_through_virsh_and_drift_is_read_from_the_guest() {
     let guest = KUBEVIRT_GUEST.lease();
-    let rig = kubevirt_rig("real-kv", &guest, Operator::InProcess(Settings::default())).await;
+    let rig = kubevirt_rig("real-kv", &guest, &[]).await;
     let config = binding_applies(&rig, "kv-r1", 4_200_000_002).await;
     drift_is_read_from_the_guest(&rig, &config).await;
 }
@@ -459,13 +399,7 @@ async fn a_real_reboot_inside_the_guest_forces_exactly_one_re_apply() {
         || async { (guest.process_uptime() > margin && early.uptime().await.ok()? > margin).then_some(()) },
     )
     .await;
-    let rig = proxmox_rig(
-        "real-reboot",
-        &guest,
-        Operator::InProcess(Settings::default()),
-        &format!("{REBOOT_SYNC_SECS}s"),
-    )
-    .await;
+    let rig = proxmox_rig("real-reboot", &guest, &[], &format!("{REBOOT_SYNC_SECS}s")).await;
     create::<VRouterConfig>(
         &rig.ns,
         json!({"metadata": {"name": "direct"}, "spec": {"targetRef": {"name": "r1"}, "config": "system {\n    host-name r1\n}\n", "commands": "set system domain-name example.net\n"}}),
@@ -652,38 +586,37 @@ async fn agent_frozen_mid_apply<T: Transport>(rig: &Rig<T>) {
 /// Short, so a frozen agent turns into ApplyTimeout within the test.
 const APPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The released binary with [`APPLY_TIMEOUT`] (`--apply-timeout`), its
-/// other settings the defaults, as deployed: the agent faults below kill or
+/// The flags giving the released binary [`APPLY_TIMEOUT`] (`--apply-timeout`): the agent faults below kill or
 /// freeze qemu-ga under an operator that is a process of its own.
-fn fault_operator() -> Operator {
-    Operator::Binary(vec![format!("--apply-timeout={}s", APPLY_TIMEOUT.as_secs())])
+fn fault_flags() -> [String; 1] {
+    [format!("--apply-timeout={}s", APPLY_TIMEOUT.as_secs())]
 }
 
 #[tokio::test]
 async fn proxmox_agent_restarted_mid_apply_the_result_is_recovered_from_the_router() {
     let guest = PVE_GUEST.lease();
-    let rig = proxmox_rig("real-pve-kill", &guest, fault_operator(), "60s").await;
+    let rig = proxmox_rig("real-pve-kill", &guest, &fault_flags(), "60s").await;
     agent_killed_mid_apply(&rig).await;
 }
 
 #[tokio::test]
 async fn proxmox_agent_frozen_mid_apply_times_out_then_recovers() {
     let guest = PVE_GUEST.lease();
-    let rig = proxmox_rig("real-pve-stop", &guest, fault_operator(), "60s").await;
+    let rig = proxmox_rig("real-pve-stop", &guest, &fault_flags(), "60s").await;
     agent_frozen_mid_apply(&rig).await;
 }
 
 #[tokio::test]
 async fn kubevirt_agent_restarted_mid_apply_the_result_is_recovered_from_the_router() {
     let guest = KUBEVIRT_GUEST.lease();
-    let rig = kubevirt_rig("real-kv-kill", &guest, fault_operator()).await;
+    let rig = kubevirt_rig("real-kv-kill", &guest, &fault_flags()).await;
     agent_killed_mid_apply(&rig).await;
 }
 
 #[tokio::test]
 async fn kubevirt_agent_frozen_mid_apply_times_out_then_recovers() {
     let guest = KUBEVIRT_GUEST.lease();
-    let rig = kubevirt_rig("real-kv-stop", &guest, fault_operator()).await;
+    let rig = kubevirt_rig("real-kv-stop", &guest, &fault_flags()).await;
     agent_frozen_mid_apply(&rig).await;
 }
 
@@ -819,7 +752,7 @@ async fn kubevirt_a_dispatch_whose_exec_stream_is_cut_runs_once() {
 #[tokio::test]
 async fn proxmox_a_dispatch_whose_answer_is_lost_runs_once() {
     let guest = PVE_GUEST.lease();
-    let rig = proxmox_rig("real-pve-lost", &guest, Operator::Binary(Vec::new()), "60s").await;
+    let rig = proxmox_rig("real-pve-lost", &guest, &[], "60s").await;
     let pve = rig
         ._api
         .downcast_ref::<vrouter_test_peers::proxmox::FakeProxmox>()
@@ -1211,13 +1144,7 @@ async fn proxmox_confirmed_apply_is_confirmed_when_its_check_passes_and_rolled_b
         || async { (guest.process_uptime() > margin && early.uptime().await.ok()? > margin).then_some(()) },
     )
     .await;
-    let rig = proxmox_rig(
-        "real-pve-confirm",
-        &guest,
-        Operator::InProcess(Settings::default()),
-        &format!("{REBOOT_SYNC_SECS}s"),
-    )
-    .await;
+    let rig = proxmox_rig("real-pve-confirm", &guest, &[], &format!("{REBOOT_SYNC_SECS}s")).await;
     rig.view.set_confirm_minute(CONFIRM_MINUTE_SECONDS).await.unwrap();
     create::<VRouterTarget>(
         &rig.ns,
