@@ -120,29 +120,15 @@ impl Proxy {
     /// connection is closed, so a client learns of it only by its timeouts.
     pub fn partition(&self) {
         for stream in ["upstream", "downstream"] {
-            let toxic = json!({
-                "name": format!("partition-{stream}"),
-                "type": "timeout",
-                "stream": stream,
-                "toxicity": 1.0,
-                // 0: never close, drop the data until the toxic is removed.
-                "attributes": {"timeout": 0},
-            });
-            expect_ok(
-                self.api,
-                "POST",
-                &format!("/proxies/{}/toxics", self.name),
-                Some(toxic),
-                200,
-            );
+            // 0: never close, drop the data until the toxic is removed.
+            self.add_toxic(&format!("partition-{stream}"), "timeout", stream, json!({"timeout": 0}));
         }
     }
 
     /// Ends the partition.
     pub fn heal(&self) {
         for stream in ["upstream", "downstream"] {
-            let path = format!("/proxies/{}/toxics/partition-{stream}", self.name);
-            expect_ok(self.api, "DELETE", &path, None, 204);
+            self.remove_toxic(&format!("partition-{stream}"));
         }
     }
 
