@@ -8,8 +8,24 @@ use anyhow::{Context, bail};
 
 /// The packages of the real peers that the suite, the demo and the benchmarks
 /// run against: `qemu-ga` (the guest agent behind the QGA providers) and
-/// `redis-server` (the store the real vrouter-daemon server needs).
-pub const TEST_PACKAGES: &[&str] = &["qemu-guest-agent", "redis-server"];
+/// `redis-server` (the store the real vrouter-daemon server needs), and what
+/// the test node (crates/vrouter-test-node) runs besides the Kubernetes
+/// binaries: containerd and runc, the CNI plugins (bridge, host-local,
+/// loopback, portmap), iptables for kube-proxy, socat to reach the API
+/// server inside the node's network namespace, a static busybox for the
+/// test image, and gcc with libc6-dev for the static pause binary.
+pub const TEST_PACKAGES: &[&str] = &[
+    "qemu-guest-agent",
+    "redis-server",
+    "containerd",
+    "runc",
+    "containernetworking-plugins",
+    "iptables",
+    "socat",
+    "busybox-static",
+    "gcc",
+    "libc6-dev",
+];
 
 /// Installs the missing ones among `packages` with apt-get, running
 /// `apt-get update` once first. When this machine cannot install (no

@@ -20,6 +20,12 @@
 //!   fault proxy the leader-fencing tests put between a replica and the API
 //!   server; no `replace` lines either.
 //!
+//! The node binaries (`kubelet`, `kube-controller-manager`, `kube-scheduler`,
+//! `kube-proxy`) come from the same scratch module as `kube-apiserver`, in the
+//! same `go build`: the five share most of their packages, so one invocation
+//! compiles them once (about 15 minutes of two cores cold, against roughly
+//! that per binary when built one by one).
+//!
 //! Each binary is built with `CGO_ENABLED=0` under `nice -n 10` and stamped with
 //! the recipe that built it; when the binary and a matching stamp exist this
 //! module returns at once without running Go. A lock file keeps two
@@ -52,6 +58,11 @@ const RECIPE_REVISION: u32 = 1;
 /// Where the prepared binaries are.
 pub struct Binaries {
     pub kube_apiserver: PathBuf,
+    /// The node's binaries, built with `kube-apiserver` ([`KUBE_APISERVER`]'s companions).
+    pub kubelet: PathBuf,
+    pub kube_controller_manager: PathBuf,
+    pub kube_scheduler: PathBuf,
+    pub kube_proxy: PathBuf,
     pub etcd: PathBuf,
     pub helm: PathBuf,
     pub toxiproxy: PathBuf,
@@ -70,6 +81,10 @@ struct GoBinary {
     version: &'static str,
     /// The `main` package to build.
     package: &'static str,
+    /// Further `main` packages of the same module built by the same
+    /// `go build`, which compiles the packages they share once. Each lands
+    /// in `bin/` under its package's last path element.
+    companions: &'static [&'static str],
     /// Turns one `replace` right-hand side of the module's own `go.mod` into
     /// the published module version to use instead, or `None` to drop it.
     replacement: fn(left: &str, right: &str) -> Option<String>,
@@ -87,6 +102,14 @@ const KUBE_APISERVER: GoBinary = GoBinary {
     module: "k8s.io/kubernetes",
     version: KUBERNETES_VERSION,
     package: "k8s.io/kubernetes/cmd/kube-apiserver",
+    // What the test node runs (crates/vrouter-test-node); kubectl is not
+    // needed: the tests exec and read logs through kube-rs.
+    companions: &[
+        "k8s.io/kubernetes/cmd/kubelet",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-scheduler",
+        "k8s.io/kubernetes/cmd/kube-proxy",
+    ],
     replacement: staging_replacement,
     pinned: STAGING_VERSION,
     ldflags: kube_ldflags,
@@ -99,6 +122,7 @@ const ETCD: GoBinary = GoBinary {
     module: "go.etcd.io/etcd/server/v3",
     version: ETCD_VERSION,
     package: "go.etcd.io/etcd/server/v3",
+    companions: &[],
     replacement: etcd_sibling_replacement,
     pinned: ETCD_VERSION,
     ldflags: etcd_ldflags,
@@ -111,6 +135,7 @@ const HELM: GoBinary = GoBinary {
     module: "helm.sh/helm/v3",
     version: HELM_VERSION,
     package: "helm.sh/helm/v3/cmd/helm",
+    companions: &[],
     replacement: |_, _| None,
     pinned: HELM_VERSION,
     ldflags: helm_ldflags,
@@ -123,6 +148,7 @@ const TOXIPROXY: GoBinary = GoBinary {
     module: "github.com/Shopify/toxiproxy/v2",
     version: TOXIPROXY_VERSION,
     package: "github.com/Shopify/toxiproxy/v2/cmd/server",
+    companions: &[],
     replacement: |_, _| None,
     pinned: TOXIPROXY_VERSION,
     ldflags: toxiproxy_ldflags,
@@ -187,13 +213,28 @@ impl GoBinary {
     /// The text of the stamp file: everything that, when changed, needs a rebuild.
     fn stamp(&self) -> String {
         format!(
-            "recipe {RECIPE_REVISION}\n{} {}\nreplaced modules pinned to {}\npackage {}\nldflags {}\n",
+            "recipe {RECIPE_REVISION}\n{} {}\nreplaced modules pinned to {}\npackage {}\ncompanions {}\nldflags {}\n",
             self.module,
             self.version,
             self.pinned,
             self.package,
+            self.companions.join(" "),
             (self.ldflags)()
         )
+    }
+
+    /// The file names under `bin/` this build produces, the main one first.
+    fn outputs(&self) -> Vec<&'static str> {
+        let mut names = vec![self.name];
+        names.extend(self.companions.iter().map(|p| p.rsplit('/').next().unwrap_or(p)));
+        names
+    }
+
+    /// Every package the one `go build` builds.
+    fn packages(&self) -> Vec<&'static str> {
+        let mut packages = vec![self.package];
+        packages.extend(self.companions);
+        packages
     }
 }
 
@@ -211,6 +252,13 @@ pub fn cache_dir() -> anyhow::Result<PathBuf> {
 pub fn run(root: &Path) -> anyhow::Result<()> {
     let bins = ensure(root)?;
     println!("testenv: kube-apiserver {}", bins.kube_apiserver.display());
+    println!("testenv: kubelet        {}", bins.kubelet.display());
+    println!(
+        "testenv: kube-controller-manager {}",
+        bins.kube_controller_manager.display()
+    );
+    println!("testenv: kube-scheduler {}", bins.kube_scheduler.display());
+    println!("testenv: kube-proxy     {}", bins.kube_proxy.display());
     println!("testenv: etcd           {}", bins.etcd.display());
     println!("testenv: helm           {}", bins.helm.display());
     println!("testenv: toxiproxy      {}", bins.toxiproxy.display());
@@ -232,6 +280,7 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
     lock.lock()
         .with_context(|| format!("locking {}", lock_path.display()))?;
     let kube_apiserver = ensure_one(&cache, &KUBE_APISERVER)?;
+    let kube_bin = |name: &str| bin_dir.join(name);
     let etcd = ensure_one(&cache, &ETCD)?;
     let helm = ensure_one(&cache, &HELM)?;
     let toxiproxy = ensure_one(&cache, &TOXIPROXY)?;
@@ -239,6 +288,10 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
     let oracles = oracles::ensure(root, &cache)?;
     Ok(Binaries {
         kube_apiserver,
+        kubelet: kube_bin("kubelet"),
+        kube_controller_manager: kube_bin("kube-controller-manager"),
+        kube_scheduler: kube_bin("kube-scheduler"),
+        kube_proxy: kube_bin("kube-proxy"),
         etcd,
         helm,
         toxiproxy,
@@ -249,15 +302,19 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
 }
 
 fn ensure_one(cache: &Path, binary: &GoBinary) -> anyhow::Result<PathBuf> {
-    let target = cache.join("bin").join(binary.name);
-    let stamp_path = cache.join("bin").join(format!("{}.stamp", binary.name));
+    let bin_dir = cache.join("bin");
+    let target = bin_dir.join(binary.name);
+    let stamp_path = bin_dir.join(format!("{}.stamp", binary.name));
     let stamp = binary.stamp();
-    if target.is_file() && fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str()) {
+    let all_built = binary.outputs().iter().all(|name| bin_dir.join(name).is_file());
+    if all_built && fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str()) {
         return Ok(target);
     }
     println!(
         "testenv: building {} from {}@{} (a cold build takes minutes)",
-        binary.name, binary.module, binary.version
+        binary.outputs().join(", "),
+        binary.module,
+        binary.version
     );
     let started = Instant::now();
     let module_dir = cache.join("src").join(format!("{}-{}", binary.name, binary.version));
@@ -269,31 +326,44 @@ fn ensure_one(cache: &Path, binary: &GoBinary) -> anyhow::Result<PathBuf> {
     // A go.sum from an older recipe may name versions no longer needed; tidy rewrites it.
     go(&module_dir, &["mod", "tidy"])?;
 
-    let partial = cache.join("bin").join(format!("{}.partial", binary.name));
-    let ldflags = (binary.ldflags)();
-    let partial_arg = partial.to_string_lossy().into_owned();
-    go(
-        &module_dir,
-        &[
-            "build",
-            "-trimpath",
-            "-ldflags",
-            &ldflags,
-            "-o",
-            &partial_arg,
-            binary.package,
-        ],
-    )?;
-    check_version(&partial, binary.version_args, &(binary.version_banner)())?;
-    fs::rename(&partial, &target).with_context(|| format!("moving {} into place", target.display()))?;
+    let partial = go_build(cache, binary)?;
+    for name in binary.outputs() {
+        check_version(&partial.join(name), binary.version_args, &(binary.version_banner)())?;
+    }
+    for name in binary.outputs() {
+        let built = bin_dir.join(name);
+        fs::rename(partial.join(name), &built).with_context(|| format!("moving {} into place", built.display()))?;
+    }
+    let _ = fs::remove_dir(&partial);
     fs::write(&stamp_path, stamp).with_context(|| format!("writing {}", stamp_path.display()))?;
     println!(
         "testenv: built {} in {:.0?} -> {}",
-        binary.name,
+        binary.outputs().join(", "),
         started.elapsed(),
-        target.display()
+        bin_dir.display()
     );
     Ok(target)
+}
+
+/// One `go build` of every package of `binary` into a fresh partial
+/// directory, which it returns; nothing is in `bin/` until all are checked.
+fn go_build(cache: &Path, binary: &GoBinary) -> anyhow::Result<PathBuf> {
+    let module_dir = cache.join("src").join(format!("{}-{}", binary.name, binary.version));
+    let partial = cache.join("bin").join(format!(".{}.partial", binary.name));
+    let _ = fs::remove_dir_all(&partial);
+    fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
+    // One package: `-o` names the file. Several: `-o DIR/` puts each under
+    // its package's last element.
+    let output = if binary.companions.is_empty() {
+        partial.join(binary.name).to_string_lossy().into_owned()
+    } else {
+        format!("{}/", partial.display())
+    };
+    let ldflags = (binary.ldflags)();
+    let mut args = vec!["build", "-trimpath", "-ldflags", &ldflags, "-o", &output];
+    args.extend(binary.packages());
+    go(&module_dir, &args)?;
+    Ok(partial)
 }
 
 /// Downloads the module with the Go toolchain and returns the text of its own `go.mod`.
@@ -390,12 +460,16 @@ fn scratch_go_mod(binary: &GoBinary, upstream: &str) -> anyhow::Result<String> {
          go {go_version}\n\n\
          require {module} {version}\n\n\
          replace (\n{replaces})\n\n\
-         tool {package}\n",
+         {tools}",
         name = binary.name,
         module = binary.module,
         version = binary.version,
         replaces = replaces.concat(),
-        package = binary.package,
+        tools = binary
+            .packages()
+            .iter()
+            .map(|p| format!("tool {p}\n"))
+            .collect::<String>(),
     ))
 }
 
@@ -488,7 +562,7 @@ pub(crate) fn go_output(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
 
 fn go_missing(err: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!(
-        "cannot run the Go toolchain ({err}); building the test kube-apiserver, etcd, helm, toxiproxy-server and vrouter-daemon needs `go` (1.26 or newer) on PATH"
+        "cannot run the Go toolchain ({err}); building the test kube-apiserver, the node binaries, etcd, helm, toxiproxy-server and vrouter-daemon needs `go` (1.26 or newer) on PATH"
     )
 }
 
@@ -537,10 +611,18 @@ mod tests {
         assert!(!go_mod.contains("github.com/x/y"), "{go_mod}");
         assert!(go_mod.contains("\ngo 1.26.0\n"), "{go_mod}");
         assert!(go_mod.contains("require k8s.io/kubernetes v1.37.2\n"), "{go_mod}");
-        assert!(
-            go_mod.contains("tool k8s.io/kubernetes/cmd/kube-apiserver\n"),
-            "{go_mod}"
-        );
+        for command in [
+            "kube-apiserver",
+            "kubelet",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kube-proxy",
+        ] {
+            assert!(
+                go_mod.contains(&format!("tool k8s.io/kubernetes/cmd/{command}\n")),
+                "{go_mod}"
+            );
+        }
     }
 
     #[test]
@@ -571,5 +653,21 @@ mod tests {
         assert!(ETCD.stamp().contains("go.etcd.io/etcd/server/v3 v3.6.16"));
         assert!(TOXIPROXY.stamp().contains("github.com/Shopify/toxiproxy/v2 v2.12.0"));
         assert!(TOXIPROXY.stamp().contains("toxiproxy/v2.Version=2.12.0"));
+        assert!(KUBE_APISERVER.stamp().contains("k8s.io/kubernetes/cmd/kubelet"));
+    }
+
+    #[test]
+    fn the_node_binaries_come_out_of_the_api_servers_build() {
+        assert_eq!(
+            KUBE_APISERVER.outputs(),
+            [
+                "kube-apiserver",
+                "kubelet",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kube-proxy"
+            ]
+        );
+        assert_eq!(ETCD.outputs(), ["etcd"]);
     }
 }

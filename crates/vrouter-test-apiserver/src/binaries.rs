@@ -24,6 +24,30 @@ impl Binaries {
     }
 }
 
+/// The binaries of a test node, which `cargo xtask testenv` builds in the
+/// same `go build` as `kube-apiserver`.
+#[derive(Debug, Clone)]
+pub struct NodeBinaries {
+    pub kubelet: PathBuf,
+    pub kube_controller_manager: PathBuf,
+    pub kube_scheduler: PathBuf,
+    pub kube_proxy: PathBuf,
+}
+
+impl NodeBinaries {
+    /// `VROUTER_KUBELET`, `VROUTER_KUBE_CONTROLLER_MANAGER`,
+    /// `VROUTER_KUBE_SCHEDULER`, `VROUTER_KUBE_PROXY` when set, else the
+    /// cache's `bin/`. Fails, naming the fix, when a binary is missing.
+    pub fn locate() -> Result<NodeBinaries, Error> {
+        Ok(NodeBinaries {
+            kubelet: locate_one("kubelet", "VROUTER_KUBELET")?,
+            kube_controller_manager: locate_one("kube-controller-manager", "VROUTER_KUBE_CONTROLLER_MANAGER")?,
+            kube_scheduler: locate_one("kube-scheduler", "VROUTER_KUBE_SCHEDULER")?,
+            kube_proxy: locate_one("kube-proxy", "VROUTER_KUBE_PROXY")?,
+        })
+    }
+}
+
 /// `helm` (`VROUTER_HELM` when set, else the cache's `bin/`), which
 /// `cargo xtask testenv` builds too, for tests that render the chart.
 pub fn helm() -> Result<PathBuf, Error> {

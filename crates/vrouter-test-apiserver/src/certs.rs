@@ -32,7 +32,8 @@ pub(crate) struct Certs {
 }
 
 impl Certs {
-    pub fn generate() -> Result<Certs, Error> {
+    /// `extra_names`: what the API server's certificate covers besides loopback.
+    pub fn generate(extra_names: &[String]) -> Result<Certs, Error> {
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params
             .distinguished_name
@@ -44,8 +45,8 @@ impl Certs {
         let service_account = KeyPair::generate()?;
         Ok(Certs {
             ca_pem: ca.pem(),
-            apiserver: serving_cert(&ca, "kube-apiserver")?,
-            webhook: serving_cert(&ca, "vrouter-test-apiserver webhook")?,
+            apiserver: serving_cert(&ca, "kube-apiserver", extra_names)?,
+            webhook: serving_cert(&ca, "vrouter-test-apiserver webhook", &[])?,
             service_account_key_pem: service_account.serialize_pem(),
             service_account_pub_pem: service_account.public_key_pem(),
             admin_token: random_hex(32),
@@ -53,9 +54,16 @@ impl Certs {
     }
 }
 
-/// A leaf certificate for a server on loopback: `127.0.0.1`, `::1` and `localhost`.
-fn serving_cert(ca: &CertifiedIssuer<'_, KeyPair>, common_name: &str) -> Result<ServingCert, Error> {
-    let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "::1".to_owned(), "localhost".to_owned()])?;
+/// A leaf certificate for a server on loopback (`127.0.0.1`, `::1` and
+/// `localhost`) and `extra_names`.
+fn serving_cert(
+    ca: &CertifiedIssuer<'_, KeyPair>,
+    common_name: &str,
+    extra_names: &[String],
+) -> Result<ServingCert, Error> {
+    let mut names = vec!["127.0.0.1".to_owned(), "::1".to_owned(), "localhost".to_owned()];
+    names.extend_from_slice(extra_names);
+    let mut params = CertificateParams::new(names)?;
     params.distinguished_name.push(DnType::CommonName, common_name);
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];

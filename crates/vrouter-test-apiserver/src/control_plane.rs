@@ -11,9 +11,11 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use crate::certs::Certs;
 use crate::{Binaries, Error};
 
-/// The service CIDR is only a label for ClusterIP allocation: nothing here
-/// routes to it and nothing dials it.
-const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
+/// The service CIDR: only a label for ClusterIP allocation, except inside
+/// a test node's network namespace, where kube-proxy routes it.
+pub const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
+/// The `kubernetes` Service's ClusterIP: the range's first address.
+pub const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
 
 /// How a control plane is started beyond the defaults.
 #[derive(Clone, Debug, Default)]
@@ -34,7 +36,76 @@ pub struct Options {
     /// `http://127.0.0.1:PORT` of a fault proxy forwarding to
     /// [`Options::etcd_client_port`].
     pub apiserver_etcd_url: Option<String>,
+    /// Runs etcd and kube-apiserver through this command, e.g. `nsenter
+    /// --net=/run/netns/NAME --`, so that they live in a network namespace
+    /// the caller made; empty runs them directly.
+    pub command_prefix: Vec<String>,
+    /// Where the API server serves, when not on a free loopback port of
+    /// the test's own network namespace.
+    pub serving: Option<Serving>,
+    /// Nodes join this cluster: see [`NodeAccess`].
+    pub nodes: Option<NodeAccess>,
 }
+
+/// The API server's addresses when it runs in a network namespace of the
+/// caller's ([`Options::command_prefix`]) and the test reaches it through a
+/// forwarder on a loopback port of its own.
+#[derive(Clone, Debug)]
+pub struct Serving {
+    /// `--bind-address`, inside the namespace.
+    pub bind_address: String,
+    /// `--advertise-address`: the `kubernetes` Service's endpoint, which
+    /// pods reach through kube-proxy.
+    pub advertise_address: String,
+    /// `--secure-port`, inside the namespace.
+    pub secure_port: u16,
+    /// The port on 127.0.0.1 of the test's namespace that forwards to the
+    /// API server: what the kubeconfig names.
+    pub client_port: u16,
+    /// Names and addresses the serving certificate covers besides loopback
+    /// (the advertised address, the Service IP, `kubernetes.default.svc`).
+    pub extra_names: Vec<String>,
+}
+
+/// What a cluster with kubelets needs of its API server: `Node,RBAC`
+/// authorization, the `ServiceAccount` and `NodeRestriction` admission
+/// plugins, webhooks and aggregated APIs called on the endpoint (pod) IP,
+/// and the kubelet dialled on its InternalIP.
+#[derive(Clone, Debug)]
+pub struct NodeAccess {
+    /// Bearer tokens for the node's components (kubelet, controller
+    /// manager, scheduler, kube-proxy), besides the admin's.
+    pub tokens: Vec<StaticToken>,
+    /// The client certificate and key (PEM files) the API server presents
+    /// to kubelets (exec, logs), which their `clientCAFile` trusts.
+    pub kubelet_client_cert: PathBuf,
+    pub kubelet_client_key: PathBuf,
+}
+
+/// One line of the API server's `--token-auth-file`.
+#[derive(Clone, Debug)]
+pub struct StaticToken {
+    pub token: String,
+    pub user: String,
+    pub groups: Vec<String>,
+}
+
+impl StaticToken {
+    fn csv_line(&self) -> String {
+        let line = format!("{},{},{}", self.token, self.user, self.user);
+        if self.groups.is_empty() {
+            format!("{line}\n")
+        } else {
+            format!("{line},\"{}\"\n", self.groups.join(","))
+        }
+    }
+}
+
+/// The CA certificate's file name in the data directory.
+pub const CA_FILE: &str = "ca.crt";
+/// The service-account signing key's file name in the data directory
+/// (a controller manager signs tokens with it too).
+pub const SERVICE_ACCOUNT_KEY_FILE: &str = "service-account.key";
 
 /// The audit log's file name in the data directory.
 pub const AUDIT_LOG: &str = "audit.log";
@@ -68,6 +139,8 @@ pub(crate) struct ControlPlane {
     launches: Vec<Launch>,
     apiserver_port: u16,
     etcd_url: String,
+    /// [`Options::command_prefix`].
+    prefix: Vec<String>,
     watchdog: Option<Watchdog>,
 }
 
@@ -91,24 +164,27 @@ struct KeyFiles {
 }
 
 impl KeyFiles {
-    fn write(dir: &Path, certs: &Certs) -> Result<KeyFiles, Error> {
+    fn write(dir: &Path, certs: &Certs, options: &Options) -> Result<KeyFiles, Error> {
+        let mut tokens = format!(
+            "{},vrouter-test-apiserver-admin,vrouter-test-apiserver-admin,system:masters\n",
+            certs.admin_token
+        );
+        for token in options.nodes.iter().flat_map(|n| &n.tokens) {
+            tokens.push_str(&token.csv_line());
+        }
         let write = |name: &str, text: &str| -> Result<PathBuf, Error> {
             let path = dir.join(name);
             fs::write(&path, text).map_err(Error::io(format!("writing {}", path.display())))?;
             Ok(path)
         };
+        // Not read by the API server: for the caller's node components.
+        write(CA_FILE, &certs.ca_pem)?;
         Ok(KeyFiles {
             apiserver_crt: write("apiserver.crt", &certs.apiserver.cert_pem)?,
             apiserver_key: write("apiserver.key", &certs.apiserver.key_pem)?,
-            sa_key: write("service-account.key", &certs.service_account_key_pem)?,
+            sa_key: write(SERVICE_ACCOUNT_KEY_FILE, &certs.service_account_key_pem)?,
             sa_pub: write("service-account.pub", &certs.service_account_pub_pem)?,
-            tokens: write(
-                "tokens.csv",
-                &format!(
-                    "{},vrouter-test-apiserver-admin,vrouter-test-apiserver-admin,system:masters\n",
-                    certs.admin_token
-                ),
-            )?,
+            tokens: write("tokens.csv", &tokens)?,
         })
     }
 }
@@ -130,13 +206,54 @@ fn optional_apiserver_args(dir: &Path, options: &Options) -> Result<Vec<String>,
             "--audit-log-maxbackup=0".to_owned(),
         ]);
     }
-    if !options.admission_plugins.is_empty() {
-        args.push(format!(
-            "--enable-admission-plugins={}",
-            options.admission_plugins.join(",")
-        ));
+    let mut plugins = options.admission_plugins.clone();
+    if options.nodes.is_some() {
+        plugins.push("NodeRestriction".to_owned());
+    }
+    if !plugins.is_empty() {
+        args.push(format!("--enable-admission-plugins={}", plugins.join(",")));
     }
     Ok(args)
+}
+
+/// Who may do what: RBAC alone, with no ServiceAccount admission (no
+/// controller manager creates `default` ServiceAccounts); or, with nodes,
+/// what a kubelet and its pods need.
+fn access_args(options: &Options) -> Vec<String> {
+    let Some(nodes) = &options.nodes else {
+        return vec![
+            "--authorization-mode=RBAC".to_owned(),
+            "--disable-admission-plugins=ServiceAccount".to_owned(),
+        ];
+    };
+    vec![
+        "--authorization-mode=Node,RBAC".to_owned(),
+        format!("--kubelet-client-certificate={}", nodes.kubelet_client_cert.display()),
+        format!("--kubelet-client-key={}", nodes.kubelet_client_key.display()),
+        "--kubelet-preferred-address-types=InternalIP".to_owned(),
+        // Webhooks and aggregated APIs are called on the pod IP, which the
+        // API server reaches inside the node's network namespace; the
+        // Service IP exists only in kube-proxy's rules.
+        "--enable-aggregator-routing=true".to_owned(),
+    ]
+}
+
+/// Where the API server listens and what it advertises.
+fn serving_args(options: &Options, loopback_port: u16) -> Vec<String> {
+    match &options.serving {
+        None => vec![
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--secure-port={loopback_port}"),
+            // Loopback may not back the `kubernetes` Service's endpoints.
+            "--endpoint-reconciler-type=none".to_owned(),
+        ],
+        Some(serving) => vec![
+            format!("--bind-address={}", serving.bind_address),
+            format!("--advertise-address={}", serving.advertise_address),
+            format!("--secure-port={}", serving.secure_port),
+        ],
+    }
 }
 
 /// etcd serving clients at `etcd_url`, its data in `dir`.
@@ -169,11 +286,6 @@ fn apiserver_launch(binaries: &Binaries, dir: &Path, keys: &KeyFiles, etcd_url: 
         program: binaries.kube_apiserver.clone(),
         args: vec![
             format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".to_owned(),
-            "--advertise-address=127.0.0.1".to_owned(),
-            format!("--secure-port={port}"),
-            // Loopback may not back the `kubernetes` Service's endpoints.
-            "--endpoint-reconciler-type=none".to_owned(),
             format!("--cert-dir={}", dir.join("apiserver-certs").display()),
             format!("--tls-cert-file={}", keys.apiserver_crt.display()),
             format!("--tls-private-key-file={}", keys.apiserver_key.display()),
@@ -182,9 +294,6 @@ fn apiserver_launch(binaries: &Binaries, dir: &Path, keys: &KeyFiles, etcd_url: 
             format!("--service-account-key-file={}", keys.sa_pub.display()),
             format!("--service-account-signing-key-file={}", keys.sa_key.display()),
             format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
-            "--authorization-mode=RBAC".to_owned(),
-            // No controller-manager creates `default` ServiceAccounts.
-            "--disable-admission-plugins=ServiceAccount".to_owned(),
             "--allow-privileged=true".to_owned(),
             "--enable-priority-and-fairness=false".to_owned(),
             "--profiling=false".to_owned(),
@@ -217,17 +326,21 @@ impl ControlPlane {
             launches: Vec::new(),
             apiserver_port: 0,
             etcd_url: String::new(),
+            prefix: Vec::new(),
             watchdog: Some(watchdog),
         };
         let dir = plane.dir.clone();
-        let keys = KeyFiles::write(&dir, certs)?;
+        let keys = KeyFiles::write(&dir, certs, options)?;
         let [free_etcd_port, peer_port, apiserver_port] = free_ports()?;
         let etcd_port = options.etcd_client_port.unwrap_or(free_etcd_port);
-        plane.apiserver_port = apiserver_port;
+        plane.apiserver_port = options.serving.as_ref().map_or(apiserver_port, |s| s.client_port);
+        plane.prefix = options.command_prefix.clone();
         plane.etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let etcd = etcd_launch(binaries, &dir, &plane.etcd_url, peer_port);
         let apiserver_etcd_url = options.apiserver_etcd_url.as_deref().unwrap_or(&plane.etcd_url);
         let mut apiserver = apiserver_launch(binaries, &dir, &keys, apiserver_etcd_url, apiserver_port);
+        apiserver.args.extend(serving_args(options, apiserver_port));
+        apiserver.args.extend(access_args(options));
         apiserver.args.extend(optional_apiserver_args(&dir, options)?);
         plane.launches = vec![etcd, apiserver];
         plane.start_processes()?;
@@ -270,7 +383,15 @@ impl ControlPlane {
         let err = out
             .try_clone()
             .map_err(Error::io(format!("opening {}", log.display())))?;
-        let child = Command::new(&launch.program)
+        let mut command = match self.prefix.split_first() {
+            None => Command::new(&launch.program),
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(&launch.program);
+                command
+            }
+        };
+        let child = command
             .args(&launch.args)
             .stdin(Stdio::null())
             .stdout(out)

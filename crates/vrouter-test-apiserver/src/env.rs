@@ -16,7 +16,7 @@ use kube::{Api, Client, Config, Resource};
 use tokio::sync::OnceCell;
 
 use crate::certs::Certs;
-use crate::control_plane::{AUDIT_LOG, ControlPlane, Options};
+use crate::control_plane::{AUDIT_LOG, CA_FILE, ControlPlane, Options, SERVICE_ACCOUNT_KEY_FILE};
 use crate::{Binaries, Error, WebhookTls};
 
 /// How long the API server may take to answer `/readyz`. It takes about three
@@ -81,7 +81,12 @@ impl TestEnv {
     }
 
     async fn start_once(binaries: &Binaries, options: &Options) -> Result<TestEnv, Error> {
-        let certs = Certs::generate()?;
+        let extra_names = options
+            .serving
+            .as_ref()
+            .map(|s| s.extra_names.clone())
+            .unwrap_or_default();
+        let certs = Certs::generate(&extra_names)?;
         let mut plane = ControlPlane::spawn(binaries, &certs, options)?;
         let kubeconfig = kubeconfig_yaml(plane.apiserver_port(), &certs);
         let kubeconfig_path = plane.dir().join("kubeconfig");
@@ -160,6 +165,17 @@ impl TestEnv {
         let client = self.client();
         wait_ready(&mut self.plane, &client).await?;
         wait_crds_served(&self.plane, &client, &vrouter_api::crds::all()).await
+    }
+
+    /// The CA certificate (PEM) the API server's certificate chains to.
+    pub fn ca_path(&self) -> PathBuf {
+        self.plane.dir().join(CA_FILE)
+    }
+
+    /// The service-account signing key (PEM), which a controller manager
+    /// needs to sign tokens as the API server does.
+    pub fn service_account_key_path(&self) -> PathBuf {
+        self.plane.dir().join(SERVICE_ACCOUNT_KEY_FILE)
     }
 
     /// The temporary directory holding etcd's data, the certificates and the logs.

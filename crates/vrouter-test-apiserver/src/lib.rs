@@ -62,8 +62,10 @@ mod error;
 mod etcd;
 mod webhook;
 
-pub use binaries::{Binaries, cache_dir, go_template_oracle, helm, kstatus_oracle, toxiproxy_server, vrouter_daemon};
-pub use control_plane::Options;
+pub use binaries::{
+    Binaries, NodeBinaries, cache_dir, go_template_oracle, helm, kstatus_oracle, toxiproxy_server, vrouter_daemon,
+};
+pub use control_plane::{KUBERNETES_SERVICE_IP, NodeAccess, Options, SERVICE_CLUSTER_IP_RANGE, Serving, StaticToken};
 pub use env::{TestEnv, TestNamespace};
 pub use error::Error;
 pub use webhook::WebhookTls;

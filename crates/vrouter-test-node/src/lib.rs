@@ -1,0 +1,55 @@
+//! A real single-node Kubernetes for end-to-end tests: the operator's
+//! image, installed as users install it, on a node with a kubelet.
+//!
+//! [`TestNode::start`] creates a network namespace of its own and starts in
+//! it etcd and kube-apiserver (through vrouter-test-apiserver, with
+//! `Node,RBAC` authorization and ServiceAccount admission),
+//! kube-controller-manager, kube-scheduler, containerd (Debian's, with
+//! runc and the CNI bridge plugin), the kubelet and kube-proxy; imports a
+//! static `pause` as the sandbox image and a static busybox as
+//! [`BUSYBOX_IMAGE`]; and waits until the Node is Ready.
+//!
+//! # Networking
+//!
+//! Every non-loopback address lives in that namespace only: the node IP
+//! ([`NODE_IP`], on the namespace's `lo`, since the kubelet refuses a
+//! loopback node IP), the pod bridge and pod IPs, the Service IPs of
+//! kube-proxy's rules. The API server runs there too, so that it reaches
+//! the kubelet (exec, logs) and webhook pods on their addresses; the test
+//! process reaches it through two `socat`s joined by a Unix socket
+//! ([`forward`](crate::forward)), on a 127.0.0.1 port its kubeconfig names.
+//!
+//! # Cleanup
+//!
+//! Dropping the node SIGKILLs the components, the containers and the
+//! containerd shims, deletes the namespace, puts back the host-wide
+//! sysctls the kubelet sets, removes what the kubelet, containerd and
+//! libcni wrote outside the node's directory, and removes the directory.
+//! Unlike vrouter-test-apiserver there is no watchdog: a test process
+//! killed with SIGKILL leaves the node running.
+//!
+//! # Requirements
+//!
+//! Root; `cargo xtask testenv` for the Kubernetes binaries; the Debian
+//! packages `cargo xtask test` installs (containerd, runc,
+//! containernetworking-plugins, iptables, socat, busybox-static, gcc). A
+//! test that finds one missing fails saying so; it never passes without a node.
+
+mod components;
+mod config;
+mod containerd;
+mod credentials;
+mod error;
+mod forward;
+mod host_state;
+mod image;
+mod netns;
+mod node;
+mod process;
+mod programs;
+
+pub use config::NODE_NAME;
+pub use error::Error;
+pub use image::BUSYBOX_IMAGE;
+pub use netns::NODE_IP;
+pub use node::TestNode;

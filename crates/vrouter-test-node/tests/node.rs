@@ -1,0 +1,178 @@
+//! The test node runs workloads as a real cluster does: a Deployment's pod
+//! from a locally imported image is scheduled and started, `exec` goes
+//! through the API server to the kubelet, pods reach the API server's
+//! Service IP through kube-proxy, a deleted pod is replaced, and a
+//! container killed from the host is restarted by the kubelet.
+
+use std::future::Future;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{AttachParams, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+use vrouter_test_node::{BUSYBOX_IMAGE, NODE_NAME, TestNode};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+const APP: &str = "probe";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_runs_answers_exec_and_recovers_on_the_test_node() {
+    let node = match TestNode::start().await {
+        Ok(node) => node,
+        Err(e) => panic!("cannot start the test node: {e}"),
+    };
+    let ns = node
+        .namespace("node-probe")
+        .await
+        .expect("a namespace with its ServiceAccount");
+    let pods: Api<Pod> = ns.api();
+    let deployments: Api<Deployment> = ns.api();
+    deployments
+        .create(&PostParams::default(), &probe_deployment())
+        .await
+        .expect("the Deployment is created");
+
+    let first = until(&node, "the probe pod Running and Ready", || ready_pod(&pods, None)).await;
+    assert_eq!(
+        first.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some(NODE_NAME)
+    );
+    let pod_ip = first.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
+    assert!(
+        pod_ip.starts_with("10.88.0."),
+        "pod IP {pod_ip:?} is not on the node's bridge"
+    );
+    let name = first.metadata.name.clone().expect("pods have names");
+
+    let answer = exec(&pods, &name, "echo exec-ok from $(hostname)").await;
+    assert_eq!(
+        answer,
+        format!("exec-ok from {name}\n"),
+        "exec through the API server and the kubelet"
+    );
+
+    // kube-proxy's rules take the Service IP to the API server's advertised address.
+    let reached = exec(&pods, &name, "nc -w 5 10.0.0.1 443 </dev/null && echo reached").await;
+    assert_eq!(reached, "reached\n", "the kubernetes Service through kube-proxy");
+
+    restarts_a_killed_container(&node, &pods, &name).await;
+
+    pods.delete(&name, &DeleteParams::default())
+        .await
+        .expect("the pod is deleted");
+    let second = until(&node, "a replacement pod Running and Ready", || {
+        ready_pod(&pods, Some(&name))
+    })
+    .await;
+    assert_ne!(second.metadata.name.as_deref(), Some(name.as_str()));
+}
+
+/// SIGKILLs the container's main process from the host; the kubelet must
+/// start the container again in the same pod.
+async fn restarts_a_killed_container(node: &TestNode, pods: &Api<Pod>, name: &str) {
+    let pod = pods.get(name).await.expect("the pod is readable");
+    let status = &pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default()[0];
+    assert_eq!(status.restart_count, 0);
+    let container_id = status.container_id.clone().expect("a running container has an ID");
+    let pid = node
+        .container_pid(&container_id)
+        .expect("containerd knows the container's task");
+    let killed = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success(), "kill -9 {pid}");
+    let killed_id = container_id.as_str();
+    until(node, "the killed container restarted and Ready", move || async move {
+        let pod = pods.get(name).await.ok()?;
+        let status = pod.status?.container_statuses?.into_iter().next()?;
+        (status.restart_count >= 1 && status.ready && status.container_id.as_deref() != Some(killed_id)).then_some(())
+    })
+    .await;
+}
+
+fn probe_deployment() -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": APP},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": APP}},
+            "template": {
+                "metadata": {"labels": {"app": APP}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{
+                        "name": "main",
+                        "image": BUSYBOX_IMAGE,
+                        "imagePullPolicy": "Never",
+                        "command": ["/bin/sh", "-c", "echo started; while true; do sleep 1; done"],
+                        "readinessProbe": {"exec": {"command": ["/bin/echo", "ready"]}, "periodSeconds": 1},
+                    }],
+                },
+            },
+        },
+    }))
+    .expect("a valid Deployment")
+}
+
+/// The probe pod that is Running and Ready, other than `not`.
+async fn ready_pod(pods: &Api<Pod>, not: Option<&str>) -> Option<Pod> {
+    let list = pods
+        .list(&ListParams::default().labels(&format!("app={APP}")))
+        .await
+        .ok()?;
+    list.items.into_iter().find(|pod| {
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        ready && pod.metadata.deletion_timestamp.is_none() && pod.metadata.name.as_deref() != not
+    })
+}
+
+/// What `sh -c script` in the pod's container prints on stdout.
+async fn exec(pods: &Api<Pod>, name: &str, script: &str) -> String {
+    let params = AttachParams::default().stdin(false).stdout(true).stderr(false);
+    let mut attached = pods
+        .exec(name, ["sh", "-c", script], &params)
+        .await
+        .unwrap_or_else(|e| panic!("exec {script:?} in {name}: {e}"));
+    let mut stdout = attached.stdout().expect("stdout was asked for");
+    let mut out = String::new();
+    stdout.read_to_string(&mut out).await.expect("exec output is UTF-8");
+    drop(stdout);
+    attached.join().await.expect("the exec session ends");
+    out
+}
+
+/// Polls `check` until it gives a value; panics after [`TIMEOUT`] with the
+/// kubelet's last log lines.
+async fn until<T, F, Fut>(node: &TestNode, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "{what}: not within {TIMEOUT:?}; last kubelet log lines:\n{}",
+            node.log_tail("kubelet")
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
