@@ -97,6 +97,8 @@ impl HostState {
             let _ = fs::remove_file(&path);
         }
         if !self.netns_dir_existed {
+            // `ip netns add` makes the directory a mount point of its own.
+            unmount(Path::new(NETNS_DIR));
             let _ = fs::remove_dir(NETNS_DIR);
         }
         for path in &self.absent_paths {
