@@ -69,6 +69,22 @@ impl HostState {
         }
     }
 
+    /// What the watchdog must undo should the test process die: `(word,
+    /// argument)` lines of [`crate::watchdog::Watchdog::tell`].
+    pub fn watchdog_lines(&self) -> Vec<(&'static str, String)> {
+        let mut lines = Vec::new();
+        for (path, value) in &self.sysctls {
+            lines.push(("sysctl", format!("{}={value}", path.display())));
+        }
+        for path in &self.absent_paths {
+            lines.push(("path", path.display().to_string()));
+        }
+        for cgroup in &self.absent_kubepods {
+            lines.push(("cgroup", cgroup.display().to_string()));
+        }
+        lines
+    }
+
     /// SIGKILLs every process left in a `kubepods` cgroup the node made:
     /// the containers, whatever became of containerd and its shims.
     pub fn kill_pod_processes(&self) {

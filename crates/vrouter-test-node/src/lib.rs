@@ -25,8 +25,8 @@
 //! containerd shims, deletes the namespace, puts back the host-wide
 //! sysctls the kubelet sets, removes what the kubelet, containerd and
 //! libcni wrote outside the node's directory, and removes the directory.
-//! Unlike vrouter-test-apiserver there is no watchdog: a test process
-//! killed with SIGKILL leaves the node running.
+//! A watchdog process ([`watchdog`](crate::watchdog)) does the same when
+//! the test process dies without dropping the node (SIGKILL, `abort`).
 //!
 //! # Requirements
 //!
@@ -47,6 +47,7 @@ mod netns;
 mod node;
 mod process;
 mod programs;
+mod watchdog;
 
 pub use config::NODE_NAME;
 pub use error::Error;

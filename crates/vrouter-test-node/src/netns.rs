@@ -37,6 +37,10 @@ impl NetNs {
         Ok(netns)
     }
 
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The bind mount that names the namespace.
     pub fn path(&self) -> PathBuf {
         Path::new("/run/netns").join(&self.name)

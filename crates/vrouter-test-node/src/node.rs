@@ -20,6 +20,7 @@ use crate::image;
 use crate::netns::{NODE_IP, NetNs};
 use crate::process::Processes;
 use crate::programs::{Programs, require_root};
+use crate::watchdog::Watchdog;
 
 /// Node Ready takes about 10 s on an idle machine; the margin is for one
 /// busy compiling.
@@ -35,7 +36,6 @@ const LOCK_FILE: &str = "/tmp/vrouter-test-node.lock";
 pub struct TestNode {
     env: Option<TestEnv>,
     processes: Processes,
-    forwarders: Processes,
     containerd: Containerd,
     netns: Option<NetNs>,
     host: HostState,
@@ -63,14 +63,15 @@ impl TestNode {
         let mut node = TestNode {
             env: None,
             processes: Processes::new(&dir),
-            forwarders: Processes::new(&dir),
             containerd: Containerd::configure(&dir, &programs)?,
             netns: None,
             host,
             dir,
             _lock: lock,
         };
-        node.netns = Some(NetNs::create(&programs)?);
+        let netns = node.netns.insert(NetNs::create(&programs)?);
+        let watchdog = Watchdog::spawn(&node.dir, netns.name(), node.containerd.socket(), &programs.ip)?;
+        node.processes.watch(watchdog, &node.host.watchdog_lines())?;
         node.start_all(&binaries, &programs).await?;
         Ok(node)
     }
@@ -78,7 +79,7 @@ impl TestNode {
     async fn start_all(&mut self, binaries: &NodeBinaries, programs: &Programs) -> Result<(), Error> {
         let netns = self.netns.as_ref().expect("created before start_all");
         let credentials = Credentials::generate(&self.dir)?;
-        let client_port = forward::start(&self.dir, netns, programs, &mut self.forwarders)?;
+        let client_port = forward::start(&self.dir, netns, programs, &mut self.processes)?;
         let env = TestEnv::start_with(control_plane_options(netns, &credentials, client_port)).await?;
         let components = Components {
             dir: &self.dir,
@@ -192,13 +193,15 @@ impl TestNode {
         self.host.kill_pod_processes();
         self.processes.stop("containerd");
         self.containerd.kill_shims();
-        self.processes.stop_all();
+        self.processes.stop("kube-scheduler");
+        self.processes.stop("kube-controller-manager");
         self.env = None;
-        self.forwarders.stop_all();
+        self.processes.stop_all();
         unmount_under(&self.dir);
         self.netns = None;
         self.host.restore();
         let _ = fs::remove_dir_all(&self.dir);
+        self.processes.release_watchdog();
     }
 }
 

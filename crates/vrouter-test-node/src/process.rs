@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::Error;
+use crate::watchdog::Watchdog;
 
-/// Started processes, by name.
+/// Started processes, by name, each under the watchdog when there is one.
 pub(crate) struct Processes {
     log_dir: PathBuf,
     running: Vec<(String, Child)>,
+    watchdog: Option<Watchdog>,
 }
 
 impl Processes {
@@ -21,6 +23,24 @@ impl Processes {
         Processes {
             log_dir: log_dir.to_path_buf(),
             running: Vec::new(),
+            watchdog: None,
+        }
+    }
+
+    /// Puts every process started from now on under `watchdog`, and tells
+    /// it `lines` (what else to undo).
+    pub fn watch(&mut self, mut watchdog: Watchdog, lines: &[(&str, String)]) -> Result<(), Error> {
+        for (word, arg) in lines {
+            watchdog.tell(word, arg)?;
+        }
+        self.watchdog = Some(watchdog);
+        Ok(())
+    }
+
+    /// Everything is cleaned up: the watchdog exits doing nothing.
+    pub fn release_watchdog(&mut self) {
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.release();
         }
     }
 
@@ -38,8 +58,12 @@ impl Processes {
             .process_group(0)
             .spawn()
             .map_err(Error::io(format!("starting {name} ({command:?})")))?;
+        let pid = child.id();
         self.running.push((name.to_owned(), child));
-        Ok(())
+        match &mut self.watchdog {
+            Some(watchdog) => watchdog.tell("group", &pid.to_string()),
+            None => Ok(()),
+        }
     }
 
     pub fn log_path(&self, name: &str) -> PathBuf {
