@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use sha2::{Digest, Sha256};
+
 use crate::Error;
 use crate::config;
 use crate::netns::NetNs;
@@ -94,26 +96,39 @@ impl Containerd {
     }
 
     /// SIGKILLs the shims of this containerd (found by the socket address
-    /// on their command line), which outlive it.
+    /// on their command line), which outlive it, and removes their sockets,
+    /// which containerd 1.6 puts under `/run/containerd/s` whatever its
+    /// configuration says.
     pub fn kill_shims(&self) {
         let socket = self.socket.to_string_lossy().into_owned();
         let Ok(entries) = fs::read_dir("/proc") else {
             return;
         };
-        let pids: Vec<String> = entries
+        let shims: Vec<(String, Vec<String>)> = entries
             .filter_map(Result::ok)
             .filter_map(|e| {
                 let pid = e.file_name().to_string_lossy().into_owned();
                 let cmdline = fs::read(e.path().join("cmdline")).ok()?;
-                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                let args: Vec<String> = String::from_utf8_lossy(&cmdline)
+                    .split('\0')
+                    .map(str::to_owned)
+                    .collect();
                 (pid.chars().all(|c| c.is_ascii_digit())
-                    && cmdline.contains("containerd-shim")
-                    && cmdline.contains(&socket))
-                .then_some(pid)
+                    && args.first().is_some_and(|a| a.contains("containerd-shim"))
+                    && args.contains(&socket))
+                .then_some((pid, args))
             })
             .collect();
-        if !pids.is_empty() {
-            let _ = Command::new("kill").arg("-9").args(&pids).output();
+        if !shims.is_empty() {
+            let _ = Command::new("kill")
+                .arg("-9")
+                .args(shims.iter().map(|(pid, _)| pid))
+                .output();
+        }
+        for (_, args) in &shims {
+            if let Some(path) = shim_socket(args) {
+                let _ = fs::remove_file(path);
+            }
         }
     }
 
@@ -124,5 +139,40 @@ impl Containerd {
             .arg(&self.socket)
             .args(["--namespace", CRI_NAMESPACE]);
         command
+    }
+}
+
+/// Where containerd 1.6 puts a shim's socket: `/run/containerd/s/` and the
+/// SHA-256 of `ADDRESS/NAMESPACE/ID`, from the shim's own arguments.
+fn shim_socket(args: &[String]) -> Option<PathBuf> {
+    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1));
+    let key = format!("{}/{}/{}", value("-address")?, value("-namespace")?, value("-id")?);
+    Some(Path::new("/run/containerd/s").join(hex::encode(Sha256::digest(key.as_bytes()))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shim_socket;
+
+    #[test]
+    fn a_shims_socket_is_named_by_the_hash_of_address_namespace_and_id() {
+        let args: Vec<String> = [
+            "/usr/bin/containerd-shim-runc-v2",
+            "-namespace",
+            "k8s.io",
+            "-id",
+            "abc",
+            "-address",
+            "/tmp/x/containerd.sock",
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+        // `printf /tmp/x/containerd.sock/k8s.io/abc | sha256sum`
+        assert_eq!(
+            shim_socket(&args).unwrap().to_string_lossy(),
+            "/run/containerd/s/1007340b7a8858d4d0bcaa4fe6fc4551d9761394cd40e818d501857f206388f9"
+        );
+        assert_eq!(shim_socket(&args[..3]), None);
     }
 }
