@@ -6,6 +6,7 @@ mod cargo_step;
 mod demo;
 mod gen_crds;
 mod guest_image;
+mod image;
 mod oracles;
 mod prepare;
 mod test;
@@ -46,6 +47,8 @@ enum Command {
     },
     /// Run every benchmark, the scale run and the apply-latency run; write docs/benchmarks.md.
     Bench(bench::Options),
+    /// Build the operator's container image as an OCI image-layout archive (no registry, no daemon).
+    Image(image::Options),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -59,6 +62,7 @@ fn main() -> anyhow::Result<()> {
         Command::GuestImage => guest_image::run(),
         Command::Demo { keep } => demo::run(&root, keep),
         Command::Bench(options) => bench::run(&root, &options),
+        Command::Image(options) => image::run(&root, &options),
     }
 }
 
