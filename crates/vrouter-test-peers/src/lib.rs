@@ -20,6 +20,7 @@
 pub mod daemon;
 pub mod guest;
 mod http_util;
+pub mod instant_guest;
 pub mod kube;
 pub mod proxmox;
 pub mod qemu_server;

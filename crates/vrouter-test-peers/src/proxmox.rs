@@ -37,6 +37,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+use crate::instant_guest::InstantGuest;
 use crate::qemu_server::{self, COMMAND_TIMEOUT, PING_TIMEOUT, QgaSocket};
 use crate::vm::QemuGuest;
 
@@ -49,9 +50,18 @@ pub const MAX_POST_BODY: usize = 64 * 1024;
 /// `agent/file-read`'s default read cap.
 pub const MAX_READ_SIZE: usize = 16 * 1024 * 1024;
 
+/// What answers a VM's agent calls.
+#[derive(Clone)]
+enum VmAgent {
+    /// A real `qemu-ga`, reached on its socket.
+    Socket(QgaSocket),
+    /// A guest played in memory, for the scale benchmark only.
+    Instant(Arc<InstantGuest>),
+}
+
 struct Vm {
     node: String,
-    agent: Option<QgaSocket>,
+    agent: Option<VmAgent>,
     running: bool,
     uptime: u64,
     /// A real guest: running and uptime come from its QEMU process.
@@ -201,7 +211,14 @@ impl FakeProxmox {
             .entry(socket.clone())
             .or_insert_with(|| QgaSocket::new(socket))
             .clone();
-        self.insert_vm(vmid, node, agent, None);
+        self.insert_vm(vmid, node, VmAgent::Socket(agent), None);
+    }
+
+    /// Adds a running VM on `node` whose agent answers at once from
+    /// `guest`, played in memory ([`InstantGuest`]): the scale benchmark's
+    /// "apply time ≈ 0" workload, never a test of guest behaviour.
+    pub fn add_instant_vm(&self, vmid: i64, node: &str, guest: Arc<InstantGuest>) {
+        self.insert_vm(vmid, node, VmAgent::Instant(guest), None);
     }
 
     /// Adds a VM played by a real QEMU guest: its agent chardev is the VM's
@@ -212,10 +229,10 @@ impl FakeProxmox {
             path: guest.agent_socket(),
             turn: guest.channel_lock(),
         };
-        self.insert_vm(vmid, node, agent, Some(guest));
+        self.insert_vm(vmid, node, VmAgent::Socket(agent), Some(guest));
     }
 
-    fn insert_vm(&self, vmid: i64, node: &str, agent: QgaSocket, guest: Option<Arc<QemuGuest>>) {
+    fn insert_vm(&self, vmid: i64, node: &str, agent: VmAgent, guest: Option<Arc<QemuGuest>>) {
         self.state.vms.lock().unwrap().insert(
             vmid,
             Vm {
@@ -420,7 +437,16 @@ impl AgentFailure {
 }
 
 /// qemu-server's `mon_cmd` for a `guest-*` command: the reply object.
-async fn mon_cmd(agent: &QgaSocket, execute: &str, arguments: Value) -> Result<Value, AgentFailure> {
+async fn mon_cmd(agent: &VmAgent, execute: &str, arguments: Value) -> Result<Value, AgentFailure> {
+    let agent = match agent {
+        VmAgent::Socket(socket) => socket,
+        VmAgent::Instant(guest) => {
+            return Ok(match guest.command(execute, &arguments) {
+                Ok(answer) => json!({ "return": answer }),
+                Err(desc) => json!({ "error": { "class": "GenericError", "desc": desc } }),
+            });
+        }
+    };
     let timeout = if execute == "guest-shutdown" {
         Duration::from_secs(600)
     } else {
@@ -446,10 +472,11 @@ fn checked(reply: Value) -> Result<Value, AgentFailure> {
 }
 
 /// qemu-server's `agent_cmd`: a ping to see the agent runs, then the command.
-async fn agent_cmd(agent: &QgaSocket, execute: &str, arguments: Value) -> Result<Value, AgentFailure> {
-    if qemu_server::command(agent, "guest-ping", json!({}), PING_TIMEOUT)
-        .await
-        .is_err()
+async fn agent_cmd(agent: &VmAgent, execute: &str, arguments: Value) -> Result<Value, AgentFailure> {
+    if let VmAgent::Socket(socket) = agent
+        && qemu_server::command(socket, "guest-ping", json!({}), PING_TIMEOUT)
+            .await
+            .is_err()
     {
         return Err(AgentFailure::NotRunning);
     }
@@ -592,7 +619,7 @@ async fn node_request(
     answer.unwrap_or_else(|failure| failure.answer(vmid))
 }
 
-async fn file_write(agent: &QgaSocket, params: &Value) -> Result<Answer, AgentFailure> {
+async fn file_write(agent: &VmAgent, params: &Value) -> Result<Answer, AgentFailure> {
     let Some(file) = params.get("file").and_then(Value::as_str) else {
         return Ok(param_error("file", "property is missing and it is not optional"));
     };
@@ -627,7 +654,7 @@ async fn file_write(agent: &QgaSocket, params: &Value) -> Result<Answer, AgentFa
 /// guest started the command.
 async fn exec_maybe_losing_the_answer(
     state: &State,
-    agent: &QgaSocket,
+    agent: &VmAgent,
     params: &Value,
     vmid: i64,
 ) -> Result<Answer, AgentFailure> {
@@ -652,7 +679,7 @@ async fn exec_maybe_losing_the_answer(
     answer
 }
 
-async fn exec(agent: &QgaSocket, params: &Value) -> Result<Answer, AgentFailure> {
+async fn exec(agent: &VmAgent, params: &Value) -> Result<Answer, AgentFailure> {
     let command: Vec<String> = match params.get("command") {
         Some(Value::Array(items)) => items.iter().filter_map(|i| i.as_str().map(str::to_string)).collect(),
         Some(Value::String(s)) => s.split('\0').map(str::to_string).collect(),
@@ -684,7 +711,7 @@ async fn exec(agent: &QgaSocket, params: &Value) -> Result<Answer, AgentFailure>
 
 /// `exec-status` as qemu-server returns it: the output streams decoded from
 /// base64 (sent on as one character per byte), booleans as 1/0.
-async fn exec_status(agent: &QgaSocket, pid: i64) -> Result<Answer, AgentFailure> {
+async fn exec_status(agent: &VmAgent, pid: i64) -> Result<Answer, AgentFailure> {
     let mut status = agent_cmd(agent, "guest-exec-status", json!({"pid": pid})).await?;
     if let Some(fields) = status.as_object_mut() {
         for stream in ["out-data", "err-data"] {
@@ -705,7 +732,7 @@ async fn exec_status(agent: &QgaSocket, pid: i64) -> Result<Answer, AgentFailure
     Ok(ok(status))
 }
 
-async fn file_read(agent: &QgaSocket, file: &str, max: usize) -> Result<Answer, AgentFailure> {
+async fn file_read(agent: &VmAgent, file: &str, max: usize) -> Result<Answer, AgentFailure> {
     let handle = agent_cmd(agent, "guest-file-open", json!({"path": file})).await?;
     let mut content = Vec::new();
     let mut eof = false;

@@ -12,6 +12,9 @@ pub struct ReplicaProcess {
     child: Child,
     dir: tempfile::TempDir,
     pub identity: String,
+    /// Where it serves `/metrics` (plain HTTP when started with
+    /// `--metrics-secure=false`).
+    pub metrics: SocketAddr,
 }
 
 impl Drop for ReplicaProcess {
@@ -83,6 +86,7 @@ impl ReplicaProcess {
             child,
             dir,
             identity: identity.to_owned(),
+            metrics,
         }
     }
 
@@ -93,6 +97,11 @@ impl ReplicaProcess {
     /// Everything the replica has logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Its process id, for reading its own CPU time and memory in /proc.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// How it exited, once it has.
