@@ -391,10 +391,19 @@ pub(crate) async fn apply_record(
     })
 }
 
-/// Starts `script` as apply `apply` unless the router knows the id: asks
-/// the router, stages the script in its state directory under a name of
-/// this attempt's own, and starts the wrapper that claims the id, takes
-/// the router's lock and runs it.
+/// Starts `script` as apply `apply`: stages it in the router's state
+/// directory under a name of this attempt's own, and starts the wrapper
+/// that claims the id, takes the router's lock and runs it.
+///
+/// The router is not asked about the id first. Callers ask before they
+/// continue an id that may have reached the router (a dispatch whose
+/// answer was lost, a crash), and a fresh id is unknown to it; either way
+/// the wrapper's claim runs an id at most once, and a second dispatch's
+/// poll reports its result lost, which sends the caller to the router's
+/// record. Asking would cost a guest command and its poll on every apply.
+/// Only when staging fails (a router whose state directory does not exist
+/// yet: after a boot, `/run` is empty) is the router asked, which creates
+/// the directory, and then an id it knows is not started again.
 pub(crate) async fn start_apply(
     agent: &dyn GuestAgent,
     paths: &GuestPaths,
@@ -402,17 +411,20 @@ pub(crate) async fn start_apply(
     apply: &ApplyId,
     script: &str,
 ) -> Result<ExecHandle, ProviderError> {
-    match apply_record(agent, paths, timing, apply).await? {
-        ApplyRecord::Unknown => {}
-        ApplyRecord::Running(handle) => return Ok(handle),
-        ApplyRecord::Finished(_) | ApplyRecord::Vanished => {
-            return Err(ProviderError::AlreadyDispatched {
-                apply: apply.to_string(),
-            });
-        }
-    }
     let staged = arbiter::staged_script_path(&paths.state_dir, apply);
-    agent.write_file(&staged, script.as_bytes()).await?;
+    if let Err(first) = agent.write_file(&staged, script.as_bytes()).await {
+        tracing::debug!(error = %first, %apply, "staging failed; asking the router, which creates its state directory");
+        match apply_record(agent, paths, timing, apply).await? {
+            ApplyRecord::Unknown => {}
+            ApplyRecord::Running(handle) => return Ok(handle),
+            ApplyRecord::Finished(_) | ApplyRecord::Vanished => {
+                return Err(ProviderError::AlreadyDispatched {
+                    apply: apply.to_string(),
+                });
+            }
+        }
+        agent.write_file(&staged, script.as_bytes()).await?;
+    }
     let pid = agent
         .exec(&arbiter::wrapper_argv(
             &paths.state_dir,

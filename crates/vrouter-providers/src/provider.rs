@@ -119,9 +119,11 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// Starts applying `config` (a config.boot fragment, may be empty) then
     /// `commands` (configure-mode lines, may be empty), committing and, when
     /// `save`, saving, as apply `apply`. Returns at once with a handle to
-    /// poll. An id the router knows already is not started again: a running
-    /// one's handle is returned, a finished one is
-    /// [`ProviderError::AlreadyDispatched`].
+    /// poll. An id the router knows already is never started again: the
+    /// router refuses it, and the handle's poll reports the result lost
+    /// ([`ProviderError::ExecResultLost`]; [`Provider::apply_record`] has
+    /// it), or, where the router is asked first, a running one's handle is
+    /// returned and a finished one is [`ProviderError::AlreadyDispatched`].
     async fn exec_script(
         &self,
         apply: &ApplyId,

@@ -85,6 +85,29 @@ impl Router {
         }
     }
 
+    /// `guest-exec` commands the guest agent was sent so far: programs the
+    /// provider started in the guest.
+    fn guest_execs(&self) -> usize {
+        match self {
+            Router::KubeVirt(g) => g
+                .api
+                .execs()
+                .iter()
+                .filter(|e| {
+                    serde_json::from_slice::<serde_json::Value>(&e.stdin)
+                        .is_ok_and(|c| c["execute"] == "guest-exec")
+                })
+                .count(),
+            Router::Proxmox(g) => g
+                .pve
+                .seen()
+                .iter()
+                .filter(|s| s.method == "POST" && s.path.ends_with("/agent/exec"))
+                .count(),
+            Router::Daemon(..) => unreachable!("not a guest provider"),
+        }
+    }
+
     /// Whether the provider reaches a guest agent (so it checks readiness
     /// and reads files), rather than the daemon's agent.
     fn is_guest(&self) -> bool {
@@ -152,6 +175,50 @@ async fn every_provider_applies_a_config_and_reports_the_outcome() {
         } else {
             // The daemon's result is kept: a poll can be repeated.
             assert_eq!(again.unwrap(), ExecStatus::Exited(outcome), "{name}");
+        }
+    }
+}
+
+/// The first apply on a router finds no state directory (after a boot
+/// `/run` is empty): the router is asked, which creates it, root-only.
+/// Later applies stage their script at once and start one program, the
+/// wrapper; a second dispatch of an id still runs nothing.
+#[tokio::test]
+async fn every_guest_provider_asks_the_router_only_when_its_state_directory_is_missing() {
+    use std::os::unix::fs::PermissionsExt;
+    for router in Router::every_guest_provider().await {
+        let name = router.name();
+        let p = router.provider();
+        let state = router.sandbox().state_dir();
+        assert!(!state.exists(), "{name}: a fresh sandbox has no state directory");
+        let before = router.guest_execs();
+        let first = ApplyId::fresh(1);
+        let outcome = poll_until_exited(&*p, p.exec_script(&first, "", COMMANDS, true).await.unwrap())
+            .await
+            .unwrap();
+        assert!(outcome.succeeded(), "{name}: {outcome:?}");
+        let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{name}: the state directory is root-only");
+        assert_eq!(router.guest_execs() - before, 2, "{name}: the query, then the wrapper");
+
+        let before = router.guest_execs();
+        let second = ApplyId::fresh(2);
+        let outcome = poll_until_exited(&*p, p.exec_script(&second, "", COMMANDS, true).await.unwrap())
+            .await
+            .unwrap();
+        assert!(outcome.succeeded(), "{name}: {outcome:?}");
+        assert_eq!(router.guest_execs() - before, 1, "{name}: only the wrapper");
+
+        // The same id again: staged, refused by the wrapper, and its poll
+        // sends the caller to the router's record.
+        let runs = router.sandbox().calls().len();
+        let again = p.exec_script(&second, "", COMMANDS, true).await.unwrap();
+        let lost = poll_until_exited(&*p, again).await.unwrap_err();
+        assert!(lost.is_exec_result_lost(), "{name}: {lost}");
+        assert_eq!(router.sandbox().calls().len(), runs, "{name}: nothing ran again");
+        match p.apply_record(&second).await.unwrap() {
+            vrouter_providers::ApplyRecord::Finished(o) => assert_eq!(o.exit_code, 0, "{name}"),
+            other => panic!("{name}: {other:?}"),
         }
     }
 }
