@@ -86,6 +86,17 @@ pub fn sync_wait(
     interval.checked_sub(since).filter(|wait| !wait.is_zero())
 }
 
+/// Whether a router never read waits for its config's first apply to end
+/// before it is read: the config watch can lag the write that created this
+/// object, and a read now would take no baseline and be made again at once
+/// when the apply's end arrives (whose event wakes the reconcile). A config
+/// that failed before it ever applied is read now, for its hashes.
+pub fn awaits_first_apply(status: &VRouterStatusStatus, config: &ConfigView) -> bool {
+    status.last_fetch_time.is_none()
+        && config.last_applied_time.is_none()
+        && matches!(config.phase, Phase::Applying | Phase::Pending)
+}
+
 /// Decides one successful sync (the proposal's steps 6–8).
 pub fn on_read(status: &VRouterStatusStatus, config: &ConfigView, reading: &Reading, now: Timestamp) -> Sync {
     let mut status = status.clone();
@@ -183,6 +194,23 @@ pub fn secret_holds(previous: &VRouterStatusStatus, secret_name: &str, reading: 
 mod tests {
     use super::*;
     use crate::test_clock::at;
+
+    #[test]
+    fn a_router_never_read_waits_only_for_a_first_apply_under_way() {
+        let never_read = VRouterStatusStatus::default();
+        let read = baselined("a");
+        let cases = [
+            ("first apply running", &never_read, config(Phase::Applying, None, false), true),
+            ("first apply pending", &never_read, config(Phase::Pending, None, false), true),
+            ("first apply ended", &never_read, config(Phase::Applied, Some(10), false), false),
+            ("failed, never applied", &never_read, config(Phase::Failed, None, false), false),
+            ("re-applying a router read before", &never_read, config(Phase::Applying, Some(10), false), false),
+            ("already read", &read, config(Phase::Applying, None, false), false),
+        ];
+        for (name, status, view, want) in cases {
+            assert_eq!(awaits_first_apply(status, &view), want, "{name}");
+        }
+    }
 
     #[test]
     fn the_router_is_read_only_when_a_read_is_due() {

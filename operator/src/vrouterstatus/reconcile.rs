@@ -97,6 +97,9 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
         paused: config.is_paused(),
         repair_off: !ctx.settings.drift_repair,
     };
+    if decide::awaits_first_apply(&current, &view) {
+        return Ok(None);
+    }
     // A config event can wake this reconcile at any time (its own writes'
     // echoes are dropped); without this the router would be read again at once,
     // and the new lastFetchTime written again, in a loop. A spec not yet
