@@ -94,8 +94,7 @@ impl Router {
                 .execs()
                 .iter()
                 .filter(|e| {
-                    serde_json::from_slice::<serde_json::Value>(&e.stdin)
-                        .is_ok_and(|c| c["execute"] == "guest-exec")
+                    serde_json::from_slice::<serde_json::Value>(&e.stdin).is_ok_and(|c| c["execute"] == "guest-exec")
                 })
                 .count(),
             Router::Proxmox(g) => g

@@ -200,11 +200,36 @@ mod tests {
         let never_read = VRouterStatusStatus::default();
         let read = baselined("a");
         let cases = [
-            ("first apply running", &never_read, config(Phase::Applying, None, false), true),
-            ("first apply pending", &never_read, config(Phase::Pending, None, false), true),
-            ("first apply ended", &never_read, config(Phase::Applied, Some(10), false), false),
-            ("failed, never applied", &never_read, config(Phase::Failed, None, false), false),
-            ("re-applying a router read before", &never_read, config(Phase::Applying, Some(10), false), false),
+            (
+                "first apply running",
+                &never_read,
+                config(Phase::Applying, None, false),
+                true,
+            ),
+            (
+                "first apply pending",
+                &never_read,
+                config(Phase::Pending, None, false),
+                true,
+            ),
+            (
+                "first apply ended",
+                &never_read,
+                config(Phase::Applied, Some(10), false),
+                false,
+            ),
+            (
+                "failed, never applied",
+                &never_read,
+                config(Phase::Failed, None, false),
+                false,
+            ),
+            (
+                "re-applying a router read before",
+                &never_read,
+                config(Phase::Applying, Some(10), false),
+                false,
+            ),
             ("already read", &read, config(Phase::Applying, None, false), false),
         ];
         for (name, status, view, want) in cases {
