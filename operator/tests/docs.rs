@@ -692,24 +692,11 @@ impl Checker {
             // Benchmarks are measured by hand, not run by the test command:
             // what is checked is that the command and each flag exist (the
             // test command compiles xtask, so they keep compiling).
-            ["xtask", "bench", flags @ ..] => {
-                proven_by("xtask/src/main.rs", "Bench(")?;
-                let source = read("xtask/src/bench.rs");
-                let mut expects_value = false;
-                for word in flags {
-                    if expects_value && !word.starts_with("--") {
-                        expects_value = false;
-                        continue;
-                    }
-                    let name = word.trim_start_matches("--").split('=').next().unwrap_or("");
-                    let field = format!("pub {}:", name.replace('-', "_"));
-                    if !word.starts_with("--") || name.is_empty() || !source.contains(&field) {
-                        return Err(format!("cargo xtask bench has no flag {word}"));
-                    }
-                    expects_value = !word.contains('=');
-                }
-                Ok(())
-            }
+            ["xtask", "bench", flags @ ..] => flags_exist("bench", "Bench(", "xtask/src/bench.rs", flags),
+            // The image's content is proven by xtask's tests (archive layout,
+            // reproducibility, equality with the Dockerfile); the command and
+            // its flags are checked to exist.
+            ["xtask", "image", flags @ ..] => flags_exist("image", "Image(", "xtask/src/image/mod.rs", flags),
             ["run", "-p", "vrouter-operator", "--", "render", rest @ ..] => {
                 proven_by("operator/tests/offline_render.rs", ".arg(\"render\").arg(examples())")?;
                 match rest {
@@ -759,6 +746,31 @@ impl Checker {
             other => Err(format!("`{other}` is not a command any test runs")),
         }
     }
+}
+
+/// `cargo xtask <command> [--flag [value]]…`: the command exists in xtask's
+/// CLI and each flag is a field of its options (`--a-b` is `a_b:`).
+fn flags_exist(command: &str, variant: &str, options: &str, flags: &[&str]) -> Result<(), String> {
+    proven_by("xtask/src/main.rs", variant)?;
+    let source = read(options);
+    let mut expects_value = false;
+    for word in flags {
+        if expects_value && !word.starts_with("--") {
+            expects_value = false;
+            continue;
+        }
+        let name = word.trim_start_matches("--").split('=').next().unwrap_or("");
+        let field = format!("{}:", name.replace('-', "_"));
+        let declared = source.lines().any(|l| {
+            let l = l.trim_start().trim_start_matches("pub ");
+            l.starts_with(&field)
+        });
+        if !word.starts_with("--") || name.is_empty() || !declared {
+            return Err(format!("cargo xtask {command} has no flag {word}"));
+        }
+        expects_value = !word.contains('=');
+    }
+    Ok(())
 }
 
 /// `vrouter-operator convert|render [flag] PATH…`: the subcommands a user runs
@@ -1226,6 +1238,8 @@ fn only_commands_a_test_runs_are_accepted() {
     for ok in [
         "cargo xtask test",
         "cargo xtask gen-crds",
+        "cargo xtask image --out /tmp/operator.oci.tar --binary target/release/vrouter-operator",
+        "cargo xtask bench --large-targets 10000",
         "cargo run -p vrouter-operator -- render testdata/examples",
         "cargo run -p vrouter-operator -- render --script testdata/examples",
         "cargo test -p vrouter-operator --test docs",
@@ -1244,6 +1258,8 @@ fn only_commands_a_test_runs_are_accepted() {
         ),
         ("cargo test -p vrouter-operator --test nowhere", "does not exist"),
         ("cargo xtask deploy", "not a cargo command"),
+        ("cargo xtask image --push", "cargo xtask image has no flag --push"),
+        ("cargo xtask bench --turbo", "cargo xtask bench has no flag --turbo"),
         ("curl http://localhost:8080/metrics", "`curl` is not a command"),
         (
             "helm install r deploy/helm/vrouter-operator --set nonsense=1",
