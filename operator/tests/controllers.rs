@@ -300,17 +300,23 @@ async fn two_configs_for_one_router_apply_one_after_the_other() {
     let site = site("ctl-one-router", &["r1"], Settings::default()).await;
     let ns = &site.ns;
     let configs = ns.api::<VRouterConfig>();
-    // Long enough for b to be seen waiting even on a loaded machine.
-    start_a_slow_apply_on_r1(ns, 8).await;
+    let gate = start_a_gated_apply_on_r1(&site).await;
     create_b_on_r1(ns).await;
-    wait_for("b to wait for a", Duration::from_secs(10), || b_waits_for_a(&configs)).await;
+    wait_for("b to wait for a", Duration::from_secs(30), || b_waits_for_a(&configs)).await;
+    open_gate(&gate);
     assert_both_applied_b_after_a(&site).await;
 }
 
-/// Config `a` on r1, with a pause of `seconds` between its two commands;
-/// returns once its apply runs.
-async fn start_a_slow_apply_on_r1(ns: &TestNamespace, seconds: u32) {
-    let commands = format!("set system host-name a\nsleep {seconds}\nset system domain-name a.example\n");
+/// Config `a` on r1, whose apply stops between its two commands until the
+/// test opens the returned gate (a file in r1's guest): a sleep would let a
+/// loaded machine finish `a` before the test looks. Returns once it runs.
+async fn start_a_gated_apply_on_r1(site: &common::Site) -> std::path::PathBuf {
+    let ns = &site.ns;
+    let gate = site.routers["r1"].sandbox.dir().join("gate");
+    let commands = format!(
+        "set system host-name a\nwhile [ ! -e {} ]; do sleep 0.1; done\nset system domain-name a.example\n",
+        gate.display()
+    );
     create::<VRouterConfig>(
         ns,
         json!({"metadata": {"name": "a"}, "spec": {"targetRef": {"name": "r1"}, "commands": commands}}),
@@ -322,6 +328,11 @@ async fn start_a_slow_apply_on_r1(ns: &TestNamespace, seconds: u32) {
         (status.exec_pid > 0).then_some(())
     })
     .await;
+    gate
+}
+
+fn open_gate(gate: &std::path::Path) {
+    std::fs::write(gate, b"").expect("open the gate in r1's guest");
 }
 
 async fn create_b_on_r1(ns: &TestNamespace) {
@@ -399,7 +410,7 @@ async fn after_a_restart_a_config_still_waits_for_the_apply_in_flight_on_its_rou
     let site = site("ctl-one-router-restart", &["r1"], Settings::default()).await;
     let ns = &site.ns;
     let configs = ns.api::<VRouterConfig>();
-    start_a_slow_apply_on_r1(ns, 4).await;
+    let gate = start_a_gated_apply_on_r1(&site).await;
     // The operator goes away mid-apply; b arrives; a new operator process
     // starts with nothing in memory. a is paused meanwhile, so the new
     // process does not poll it: only a's stored status says it is running.
@@ -423,7 +434,8 @@ async fn after_a_restart_a_config_still_waits_for_the_apply_in_flight_on_its_rou
         site.providers.clone(),
     ));
     let _stop = start_controllers(&restarted, ns.name());
-    wait_for("b to wait for a", Duration::from_secs(20), || b_waits_for_a(&configs)).await;
+    wait_for("b to wait for a", Duration::from_secs(30), || b_waits_for_a(&configs)).await;
+    open_gate(&gate);
     pause(None).await;
     assert_both_applied_b_after_a(&site).await;
 }
