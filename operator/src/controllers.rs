@@ -1,6 +1,7 @@
 //! Starts every controller, and runs them only while this replica leads.
-//! Each controller module sets itself up (its watches, its own store); this
-//! module only hands them the shared context, the scope and the shutdown.
+//! Each controller module sets itself up (its own watches, its triggers);
+//! this module hands them the shared context, the scope, the watches several
+//! of them read ([`Watches`]) and the shutdown.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use futures::FutureExt;
 
 use crate::context::Context;
 use crate::reconciler::{Scope, Shutdown};
+use crate::watches::Watches;
 use crate::{proxmoxcluster, vrouterbinding, vrouterconfig, vrouterstatus, vroutertarget};
 
 /// Runs every controller until `shutdown` resolves, watching `namespace`
@@ -19,12 +21,16 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: impl Fu
         namespace,
     };
     let shutdown: Shutdown = shutdown.boxed().shared();
+    let watches = Watches::new(&scope);
+    // The controllers subscribe before their first await, so the watches
+    // (polled last) start with every subscriber in place.
     futures::join!(
-        vrouterconfig::run(ctx.clone(), &scope, shutdown.clone()),
-        vrouterbinding::run(ctx.clone(), &scope, shutdown.clone()),
-        vroutertarget::run(ctx.clone(), &scope, shutdown.clone()),
-        vrouterstatus::run(ctx.clone(), &scope, shutdown.clone()),
-        proxmoxcluster::run(ctx, &scope, shutdown),
+        vrouterconfig::run(ctx.clone(), &scope, &watches, shutdown.clone()),
+        vrouterbinding::run(ctx.clone(), &scope, &watches, shutdown.clone()),
+        vroutertarget::run(ctx.clone(), &scope, &watches, shutdown.clone()),
+        vrouterstatus::run(ctx.clone(), &watches, shutdown.clone()),
+        proxmoxcluster::run(ctx, &scope, &watches, shutdown.clone()),
+        watches.run(shutdown),
     );
 }
 

@@ -30,4 +30,5 @@ pub mod vrouterbinding;
 pub mod vrouterconfig;
 pub mod vrouterstatus;
 pub mod vroutertarget;
+pub mod watches;
 pub mod webhooks;

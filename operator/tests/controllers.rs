@@ -5,10 +5,12 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use vrouter_api::constants::FINALIZER;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterTarget};
 use vrouter_operator::context::Settings;
 use vrouter_test_apiserver::TestNamespace;
@@ -646,25 +648,73 @@ async fn fixed_interval_keeps_its_spacing_between_writes() {
     }
 }
 
+/// The first version of each of `names` the watch shows; the watch's list
+/// is in before this returns, so no version created afterwards is missed.
+async fn first_versions_of(
+    api: kube::Api<VRouterConfig>,
+    names: &[&str],
+) -> tokio::task::JoinHandle<BTreeMap<String, VRouterConfig>> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let (listed, is_listed) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut listed = Some(listed);
+        let mut seen = BTreeMap::new();
+        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+        while names.iter().any(|n| !seen.contains_key(n)) {
+            let event = tokio::time::timeout(Duration::from_secs(60), events.next())
+                .await
+                .expect("the configs within a minute")
+                .expect("the watch goes on")
+                .expect("no watch error");
+            match event {
+                watcher::Event::Apply(c) | watcher::Event::InitApply(c) => {
+                    let name = c.metadata.name.clone().unwrap_or_default();
+                    seen.entry(name).or_insert(c);
+                }
+                watcher::Event::InitDone => {
+                    if let Some(listed) = listed.take() {
+                        let _ = listed.send(());
+                    }
+                }
+                watcher::Event::Init | watcher::Event::Delete(_) => {}
+            }
+        }
+        seen
+    });
+    is_listed.await.expect("the config watch lists");
+    task
+}
+
 #[tokio::test]
-async fn removing_a_target_from_a_binding_deletes_its_config() {
+async fn a_binding_creates_its_configs_finalized_and_deletes_the_one_whose_target_it_drops() {
     let site = site("ctl-orphan", &["r1", "r2"], Settings::default()).await;
     let ns = &site.ns;
     fleet_template(ns).await;
     for name in ["r1", "r2"] {
         set_target_params(ns, name, json!({"hostName": name, "address": "192.0.2.1/24"})).await;
     }
+    let configs = ns.api::<VRouterConfig>();
+    let first_versions = first_versions_of(configs.clone(), &["pair.r1", "pair.r2"]).await;
     create::<VRouterBinding>(
         ns,
         json!({"metadata": {"name": "pair"}, "spec": {"templateRefs": [{"name": "addr"}], "targetRefs": [{"name": "r1"}, {"name": "r2"}]}}),
     )
     .await;
-    let configs = ns.api::<VRouterConfig>();
-    wait_for("both configs", Duration::from_secs(60), || async {
-        let list = configs.list(&Default::default()).await.ok()?;
-        (list.items.len() == 2).then_some(())
-    })
-    .await;
+    // Created with the config controller's finalizer: no write of its own
+    // adds it afterwards.
+    for (name, first) in first_versions.await.unwrap() {
+        assert!(
+            first
+                .metadata
+                .finalizers
+                .unwrap_or_default()
+                .iter()
+                .any(|f| f == FINALIZER),
+            "{name}: the binding's create carries {FINALIZER}"
+        );
+    }
     let patch = json!({"spec": {"targetRefs": [{"name": "r1"}]}});
     ns.api::<VRouterBinding>()
         .patch(
@@ -931,9 +981,14 @@ async fn the_config_watch_drops_its_own_status_writes_and_passes_every_change_ma
     )
     .await;
     let own = Arc::new(vrouter_operator::own_writes::OwnWrites::default());
-    let (store, writer) = kube::runtime::reflector::store::<VRouterConfig>();
-    let triggers =
-        vrouter_operator::vrouterconfig::config_triggers(api.clone(), &Default::default(), writer, own.clone());
+    let watch = Arc::new(vrouter_operator::watches::SharedWatch::new(api.clone()));
+    let store = watch.store();
+    let triggers = vrouter_operator::vrouterconfig::config_triggers(watch.subscribe(), own.clone());
+    let watching = watch.clone();
+    let _watching = tokio::spawn(async move {
+        use futures::FutureExt;
+        watching.run(futures::future::pending::<()>().boxed().shared()).await
+    });
     let mut triggers = std::pin::pin!(triggers);
     // Watch events come in the order of their versions: the event after an
     // own write and someone's change is the change, or the write's echo

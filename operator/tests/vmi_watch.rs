@@ -31,6 +31,7 @@ use vrouter_operator::context::{Context, Providers, Settings};
 use vrouter_operator::metrics::Metrics;
 use vrouter_operator::reconciler::{Scope, Shutdown};
 use vrouter_operator::vrouterconfig;
+use vrouter_operator::watches::Watches;
 use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::guest::GuestSandbox;
@@ -193,7 +194,13 @@ fn start_config_controller(ctx: &Arc<Context>, namespace: &str) -> watch::Sender
     .boxed()
     .shared();
     let ctx = ctx.clone();
-    tokio::spawn(async move { vrouterconfig::run(ctx, &scope, shutdown).await });
+    tokio::spawn(async move {
+        let watches = Watches::new(&scope);
+        futures::join!(
+            vrouterconfig::run(ctx, &scope, &watches, shutdown.clone()),
+            watches.run(shutdown)
+        );
+    });
     stop
 }
 

@@ -9,12 +9,13 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use vrouter_api::{ProxmoxCluster, VRouterTarget};
 
 use crate::context::Context;
 use crate::reconciler::{self, Scope, Shutdown};
+use crate::watches::Watches;
 
 pub use reconcile::CONTROLLER;
 
@@ -43,12 +44,9 @@ impl AsRef<Context> for ClusterContext {
 /// Runs the ProxmoxCluster controller until `shutdown`. A target wakes the
 /// cluster its clusterRef names (same namespace only), so a new target gets
 /// its node promptly.
-pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
-    let (targets, writer) = reflector::store::<VRouterTarget>();
-    let target_events = watcher(scope.api::<VRouterTarget>(), watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects();
+pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: Shutdown) {
+    let targets = watches.targets.store();
+    let target_events = watches.targets.subscribe().touched_objects();
     let controller = Controller::new(scope.api::<ProxmoxCluster>(), watcher::Config::default())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.clusters))
         .watches_stream(target_events, |target| cluster_of(&target));

@@ -17,11 +17,12 @@ use futures::TryStreamExt;
 use kube::ResourceExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
-use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
+use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterTemplate};
 
 use crate::context::Context;
 use crate::own_writes::OwnWrites;
 use crate::reconciler::{self, Scope, Shutdown};
+use crate::watches::{Events, Watches};
 use render_cache::RenderCache;
 use resolve::Referents;
 
@@ -63,7 +64,7 @@ impl AsRef<Context> for BindingContext {
 /// those same watches; an owned config wakes its binding when it changed
 /// what the binding's reconcile reads of it ([`wake`]), so WaitForApplied
 /// sees an apply finish at once instead of at the next poll.
-pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
+pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: Shutdown) {
     let wc = watcher::Config::default();
     let controller = Controller::new(scope.api::<VRouterBinding>(), wc.clone())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.bindings));
@@ -71,9 +72,10 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     let (by_template, by_params, by_target) = (bindings.clone(), bindings.clone(), bindings.clone());
     let (templates, template_events) = reflected::<VRouterTemplate>(scope, &wc);
     let (params, params_events) = reflected::<VRouterParams>(scope, &wc);
-    let (targets, target_events) = reflected::<VRouterTarget>(scope, &wc);
+    let (targets, target_events) = (watches.targets.store(), watches.targets.subscribe().touched_objects());
     let config_writes = Arc::new(OwnWrites::default());
-    let (configs, config_events) = configs_reflected(scope, &wc, config_writes.clone(), bindings);
+    let configs = watches.configs.store();
+    let config_events = config_wakes(watches.configs.subscribe(), config_writes.clone(), bindings);
     let controller = controller
         .owns_stream(config_events)
         .watches_stream(template_events, move |t| {
@@ -119,32 +121,25 @@ where
 {
     let (store, writer) = reflector::store::<K>();
     let events = watcher(scope.api::<K>(), wc.clone())
+        .modify(crate::watches::drop_managed_fields)
         .default_backoff()
         .reflect(writer)
         .touched_objects();
     (store, events)
 }
 
-/// A store of every VRouterConfig in the scope, and the events that wake
-/// their owners. Each event also tells `writes` that the store caught up
-/// with a write of the binding's own (its echo wakes the binding: a
-/// created config is new, a patched one has a new generation or labels);
-/// an event that changes nothing its binding's reconcile reads wakes
-/// nothing ([`wake`]).
-fn configs_reflected(
-    scope: &Scope,
-    wc: &watcher::Config,
+/// The config events that wake their owners. Each event also tells
+/// `writes` that the store caught up with a write of the binding's own (its
+/// echo wakes the binding: a created config is new, a patched one has a new
+/// generation or labels); an event that changes nothing its binding's
+/// reconcile reads wakes nothing ([`wake`]).
+fn config_wakes(
+    events: Events<VRouterConfig>,
     writes: Arc<OwnWrites>,
     bindings: Store<VRouterBinding>,
-) -> (
-    Store<VRouterConfig>,
-    impl futures::Stream<Item = Result<VRouterConfig, watcher::Error>> + Send + 'static,
-) {
-    let (store, writer) = reflector::store::<VRouterConfig>();
+) -> impl futures::Stream<Item = Result<VRouterConfig, watcher::Error>> + Send + 'static {
     let wakes = wake::ConfigWakes::default();
-    let events = watcher(scope.api::<VRouterConfig>(), wc.clone())
-        .default_backoff()
-        .reflect(writer)
+    events
         .inspect_ok(move |event| {
             let _ = writes.passes(event);
         })
@@ -152,8 +147,7 @@ fn configs_reflected(
             let pass = wakes.passes(event, |config| owner_reads_progress(&bindings, config));
             std::future::ready(pass)
         })
-        .touched_objects();
-    (store, events)
+        .touched_objects()
 }
 
 /// Whether the binding controlling `config` reads its configs' progress

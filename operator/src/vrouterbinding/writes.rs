@@ -4,6 +4,7 @@
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use vrouter_api::constants::FINALIZER;
 use vrouter_api::{VRouterConfig, VRouterConfigSpec};
 
 use super::decide;
@@ -44,7 +45,7 @@ pub async fn write_config(
     existing: Option<&VRouterConfig>,
 ) -> Result<(), Error> {
     match existing {
-        None => match api.create(&PostParams::default(), desired).await {
+        None => match api.create(&PostParams::default(), &with_finalizer(desired)).await {
             Ok(created) => own.record(&created),
             // Existing configs are found by the binding's label: one of its
             // own whose label was removed is found only now. It is put
@@ -73,6 +74,19 @@ pub async fn write_config(
         Some(_) => {}
     }
     Ok(())
+}
+
+/// `desired` with the config controller's finalizer, which the controller
+/// would otherwise add with a write of its own to every new config (one
+/// write in nine at creation, issue 25). A patch never sends finalizers, so
+/// the controller alone removes it, when the config is deleted.
+fn with_finalizer(desired: &VRouterConfig) -> VRouterConfig {
+    let mut config = desired.clone();
+    let finalizers = config.metadata.finalizers.get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == FINALIZER) {
+        finalizers.push(FINALIZER.to_owned());
+    }
+    config
 }
 
 async fn patch_config(

@@ -19,7 +19,7 @@ use futures::TryStreamExt;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::core::DynamicObject;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use vrouter_api::{VRouterConfig, VRouterTarget};
 
@@ -27,6 +27,7 @@ use crate::context::Context;
 use crate::own_writes::OwnWrites;
 use crate::reconciler::{self, Scope, Shutdown};
 use crate::vroutertarget;
+use crate::watches::{Events, Watches};
 use recently_ready::RouterKey;
 
 pub use reconcile::CONTROLLER;
@@ -66,18 +67,16 @@ impl AsRef<Context> for ConfigContext {
 /// target names, when this cluster serves KubeVirt: a restarted VM is a new
 /// VMI, and the config learns of it from that VMI's events even while the
 /// target's status stays as it was.
-pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
+pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: Shutdown) {
     let wc = watcher::Config::default();
     let own_writes = Arc::new(OwnWrites::default());
-    let (configs, configs_writer) = reflector::store::<VRouterConfig>();
-    let config_events = config_triggers(scope.api::<VRouterConfig>(), &wc, configs_writer, own_writes.clone());
+    let configs = watches.configs.store();
+    let config_events = config_triggers(watches.configs.subscribe(), own_writes.clone());
     let controller = Controller::for_stream(config_events, configs.clone())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.configs));
-    let (targets, targets_writer) = reflector::store::<VRouterTarget>();
-    let target_events = watcher(scope.api::<VRouterTarget>(), wc.clone())
-        .default_backoff()
-        .reflect(targets_writer)
-        .touched_objects();
+    let targets = watches.targets.store();
+    let target_events = watches.targets.subscribe().touched_objects();
+    let statuses = watches.statuses.store();
     let by_target = configs.clone();
     let controller = controller.watches_stream(target_events, move |target| {
         configs_of_targets(by_target.state().iter().map(|c| &**c), [&target])
@@ -118,7 +117,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
     // Every Applied config has its VRouterStatus, however it became Applied.
     futures::join!(
         reconciler::run::<reconcile::ConfigReconciler>(controller, ctx.clone(), shutdown.clone()),
-        status_sweep::run(&ctx, swept, scope, shutdown.clone()),
+        status_sweep::run(&ctx, swept, statuses, shutdown.clone()),
     );
 }
 
@@ -135,14 +134,10 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
 /// every object of a relist. An echo that overtakes its write's response
 /// passes too: one reconcile too many, never one too few.
 pub fn config_triggers(
-    api: Api<VRouterConfig>,
-    wc: &watcher::Config,
-    writer: reflector::store::Writer<VRouterConfig>,
+    events: Events<VRouterConfig>,
     own_writes: Arc<OwnWrites>,
 ) -> impl futures::Stream<Item = Result<VRouterConfig, watcher::Error>> + Send + 'static {
-    watcher(api, wc.clone())
-        .default_backoff()
-        .reflect(writer)
+    events
         .try_filter(move |event| std::future::ready(own_writes.passes(event)))
         .applied_objects()
 }

@@ -10,14 +10,12 @@ use std::future::Future;
 use futures::StreamExt;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus};
 
 use super::one_apply_per_router::Router;
 use super::reconcile::ensure_status_object;
 use crate::context::Context;
-use crate::reconciler::Scope;
 
 /// The configs that are Applied since before `applied_before`, not being
 /// deleted, and have no VRouterStatus of their name (the name the operator
@@ -45,16 +43,13 @@ pub fn missing<'a>(
 }
 
 /// Sweeps every `ctx.settings.status_sweep` until `shutdown`, once both
-/// stores hold their first list. The VRouterStatus store is the sweep's own
-/// watch, so the sweep needs nothing from another controller's wiring.
-pub async fn run(ctx: &Context, configs: Store<VRouterConfig>, scope: &Scope, shutdown: impl Future<Output = ()>) {
-    let (statuses, writer) = reflector::store::<VRouterStatus>();
-    let watching = reflector(
-        writer,
-        watcher(scope.api::<VRouterStatus>(), watcher::Config::default()),
-    )
-    .default_backoff()
-    .for_each(|_| async {});
+/// stores hold their first list.
+pub async fn run(
+    ctx: &Context,
+    configs: Store<VRouterConfig>,
+    statuses: Store<VRouterStatus>,
+    shutdown: impl Future<Output = ()>,
+) {
     let sweeping = async {
         // Not `wait_until_ready().await`: it wakes only one of several
         // waiters, and the config controller's reads wait on this store too.
@@ -80,7 +75,7 @@ pub async fn run(ctx: &Context, configs: Store<VRouterConfig>, scope: &Scope, sh
         }
     };
     tokio::select! {
-        _ = async { futures::join!(watching, sweeping) } => {}
+        _ = sweeping => {}
         _ = shutdown => {}
     }
 }

@@ -10,15 +10,16 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Deref;
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use kube::ResourceExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, controller};
 use vrouter_api::{VRouterConfig, VRouterStatus, VRouterTarget};
 
 use crate::context::Context;
 use crate::own_writes::OwnWrites;
-use crate::reconciler::{self, Scope, Shutdown};
+use crate::reconciler::{self, Shutdown};
+use crate::watches::Watches;
 
 pub use reconcile::CONTROLLER;
 pub use stored_configs::{MAX_STORED_BYTES, SECRET_TYPE};
@@ -57,27 +58,22 @@ impl AsRef<Context> for StatusContext {
 /// Its Secrets are not watched: that would need list and watch on every
 /// Secret in the cluster. The status records the hashes of the configs the
 /// Secret holds, which is what decides whether it is written again.
-pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
-    let wc = watcher::Config::default();
+pub async fn run(ctx: Arc<Context>, watches: &Watches, shutdown: Shutdown) {
     let own_status_writes = Arc::new(OwnWrites::default());
-    let (statuses, writer) = reflector::store::<VRouterStatus>();
+    let statuses = watches.statuses.store();
     let echoes = own_status_writes.clone();
-    let status_events = watcher(scope.api::<VRouterStatus>(), wc.clone())
-        .default_backoff()
-        .reflect(writer)
+    let status_events = watches
+        .statuses
+        .subscribe()
         .try_filter(move |event| std::future::ready(echoes.passes(event)))
         .applied_objects();
-    let (configs, writer) = reflector::store::<VRouterConfig>();
-    let config_events = watcher(scope.api::<VRouterConfig>(), wc.clone())
-        .default_backoff()
-        .reflect(writer)
+    let configs = watches.configs.store();
+    let config_events = watches
+        .configs
+        .subscribe()
         .touched_objects()
         .predicate_filter(what_a_sync_reads, Default::default());
-    let (targets, writer) = reflector::store::<VRouterTarget>();
-    let watching_targets = watcher(scope.api::<VRouterTarget>(), wc)
-        .default_backoff()
-        .reflect(writer)
-        .for_each(|_| std::future::ready(()));
+    let targets = watches.targets.store();
     let by_config = statuses.clone();
     let controller = Controller::for_stream(status_events, statuses)
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.statuses))
@@ -88,16 +84,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
         targets,
         own_status_writes,
     });
-    let watching_targets = async {
-        tokio::select! {
-            _ = watching_targets => {}
-            _ = shutdown.clone() => {}
-        }
-    };
-    futures::join!(
-        reconciler::run::<reconcile::StatusReconciler>(controller, ctx, shutdown.clone()),
-        watching_targets,
-    );
+    reconciler::run::<reconcile::StatusReconciler>(controller, ctx, shutdown).await;
 }
 
 /// What a sync reads of a config ([`decide::ConfigView`] and whether it

@@ -9,19 +9,21 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::core::DynamicObject;
-use kube::runtime::{Controller, controller, watcher};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use vrouter_api::VRouterTarget;
 
 use crate::context::Context;
 use crate::reconciler::{self, Scope, Shutdown};
+use crate::watches::Watches;
 
 pub use reconcile::CONTROLLER;
 
 /// Runs the VRouterTarget controller until `shutdown`. A VMI event polls
 /// the targets that name it at once, when this cluster serves KubeVirt.
-pub async fn run(ctx: Arc<Context>, scope: &Scope, shutdown: Shutdown) {
+pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: Shutdown) {
     let wc = watcher::Config::default();
-    let controller = Controller::new(scope.api::<VRouterTarget>(), wc.clone())
+    let target_events = watches.targets.subscribe().applied_objects();
+    let controller = Controller::for_stream(target_events, watches.targets.store())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.targets));
     let controller = match vmi_resource(&scope.client).await {
         Some(resource) => {
