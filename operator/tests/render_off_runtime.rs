@@ -11,8 +11,6 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::jiff::Timestamp;
-
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
@@ -33,16 +31,19 @@ const BINDINGS: usize = 8;
 /// deterministic bound, so only the time limit stops it.
 const SLOW: &str = "{% set xs = range(end=10000) %}{% for i in range(end=10000) %}{% set s = xs | join(sep=\",\") %}{% endfor %}set system host-name {{ hostName }}\n";
 
-/// Every `renewTime` the Lease showed (the renewing replica's clock, which
-/// the other replicas judge expiry by), read from a thread of its own with
-/// its own runtime and client, so the operator's runtime being stalled
+/// When each renewal was seen: the observer's monotonic clock at the first
+/// read that showed a new `renewTime`. A follower judges expiry the same
+/// way (how long the record went unchanged on its own clock, never the
+/// timestamps in it), so a wall-clock step on the machine cannot pass for a
+/// missed renewal; and when the watch ended. Read from a thread of its own
+/// with its own runtime and client, so the operator's runtime being stalled
 /// cannot stall the observer.
 fn observe_renewals(
     config: kube::Config,
     namespace: String,
     lease: &'static str,
     for_how_long: Duration,
-) -> std::thread::JoinHandle<Vec<Timestamp>> {
+) -> std::thread::JoinHandle<(Vec<Instant>, Instant)> {
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -57,14 +58,14 @@ fn observe_renewals(
             while start.elapsed() < for_how_long {
                 if let Ok(Some(lease)) = leases.get_opt(lease).await {
                     let renewed = lease.spec.and_then(|s| s.renew_time).map(|t| t.0);
-                    if let Some(at) = renewed.filter(|at| Some(*at) != last) {
-                        seen.push(at);
-                        last = Some(at);
+                    if renewed.is_some() && renewed != last {
+                        seen.push(Instant::now());
+                        last = renewed;
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            seen
+            (seen, Instant::now())
         })
     })
 }
@@ -108,7 +109,7 @@ async fn renders_at_their_time_limit_do_not_delay_lease_renewal() {
         )
         .await;
     }
-    let renewals = tokio::task::spawn_blocking(move || observer.join().unwrap())
+    let (renewals, watched_until) = tokio::task::spawn_blocking(move || observer.join().unwrap())
         .await
         .unwrap();
 
@@ -136,11 +137,10 @@ async fn renders_at_their_time_limit_do_not_delay_lease_renewal() {
 
     // The leader renewed throughout: no gap as long as the lease.
     assert!(renewals.len() >= 3, "too few renewals seen: {}", renewals.len());
-    let widest = renewals
-        .windows(2)
-        .map(|w| w[1].duration_since(w[0]).unsigned_abs())
-        .max()
-        .unwrap();
+    // Up to the end of the watch too: a leader that stopped renewing leaves
+    // its widest gap after its last renewal.
+    let ends = renewals.iter().copied().chain([watched_until]);
+    let widest = renewals.iter().zip(ends.skip(1)).map(|(a, b)| b - *a).max().unwrap();
     eprintln!(
         "{} renewals in {watching:?}, widest gap {widest:?} (lease {LEASE:?})",
         renewals.len()
