@@ -67,6 +67,16 @@ async fn finished(agent: &Agent<UnixSocketTransport>, apply: &ApplyId, paths: &A
     panic!("{apply} did not finish");
 }
 
+async fn claimed(agent: &Agent<UnixSocketTransport>, apply: &ApplyId, paths: &ApplyPaths) -> ApplyRecord {
+    for _ in 0..6000 {
+        match agent.apply_record(apply, paths).await.unwrap() {
+            ApplyRecord::Unknown => tokio::time::sleep(Duration::from_millis(20)).await,
+            other => return other,
+        }
+    }
+    panic!("{apply} was never claimed");
+}
+
 #[tokio::test]
 async fn applies_never_overlap_and_a_redispatched_id_runs_once() {
     let process = AgentProcess::start().unwrap_or_else(|e| panic!("{e}"));
@@ -151,10 +161,16 @@ async fn a_stopped_apply_ends_and_the_next_one_runs_after_it() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     start(&agent, &next, "echo next\n", &paths).await;
-    assert!(matches!(
-        agent.apply_record(&next, &paths).await.unwrap(),
-        ApplyRecord::Running { .. }
-    ));
+    // The agent answers with a pid before the wrapper has claimed the id,
+    // so the router may not know it for a moment; once it does, it is a
+    // running wrapper that has not started its script.
+    let claimed = claimed(&agent, &next, &paths).await;
+    assert!(matches!(claimed, ApplyRecord::Running { .. }), "{claimed:?}");
+    assert_eq!(
+        journal(&agent, &paths).await,
+        [format!("{stuck} started")],
+        "the next apply waits for the lock"
+    );
     agent.stop_script(&stuck, &paths).await.unwrap();
     let stopped = finished(&agent, &stuck, &paths).await;
     assert!(
