@@ -6,10 +6,9 @@
 //! A subscriber gets the same events its own `watcher` followed by
 //! `reflect` would give, in the same order, each sent after the shared
 //! store holds it: a reconcile woken by an event still reads what that
-//! event left in the store. A subscriber that joins after the watch has
-//! started gets the store's content as a list of its own (`Init`, one
-//! `InitApply` per object, `InitDone`), and one that joins during a list
-//! gets it when that list is done, so none starts from half a list.
+//! event left in the store. Every subscriber joins before the watch runs,
+//! so each sees the first list whole; joining later is a programming error
+//! and panics rather than start a controller from half a list.
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -61,15 +60,10 @@ where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     store: Store<K>,
+    /// Taken by `run`; subscribing holds this lock, so no subscriber can
+    /// join a watch already running.
     start: Mutex<Option<(Api<K>, Writer<K>)>>,
-    subscribers: Arc<Mutex<Subscribers<K>>>,
-}
-
-struct Subscribers<K> {
-    live: Vec<UnboundedSender<watcher::Event<K>>>,
-    /// Joined while a list was under way: sent the store once it is done.
-    after_list: Vec<UnboundedSender<watcher::Event<K>>>,
-    listing: bool,
+    subscribers: Arc<Mutex<Vec<UnboundedSender<watcher::Event<K>>>>>,
 }
 
 impl<K> SharedWatch<K>
@@ -81,11 +75,7 @@ where
         SharedWatch {
             store,
             start: Mutex::new(Some((api, writer))),
-            subscribers: Arc::new(Mutex::new(Subscribers {
-                live: Vec::new(),
-                after_list: Vec::new(),
-                listing: false,
-            })),
+            subscribers: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -94,19 +84,20 @@ where
         self.store.clone()
     }
 
-    /// The events from now on, as a watch of the subscriber's own would
-    /// give them (see the module's comment for a late subscriber).
+    /// Every event of the watch, from its first list on.
+    ///
+    /// # Panics
+    /// When the watch already runs: call it while building the controllers,
+    /// before [`Watches::run`].
     pub fn subscribe(&self) -> Events<K> {
+        let start = lock(&self.start);
+        assert!(
+            start.is_some(),
+            "a {} subscriber must join before the shared watch runs",
+            K::kind(&())
+        );
         let (sender, receiver) = mpsc::unbounded();
-        let mut subscribers = lock(&self.subscribers);
-        if subscribers.listing {
-            subscribers.after_list.push(sender);
-        } else {
-            if is_ready(&self.store) {
-                send_store(&sender, &self.store);
-            }
-            subscribers.live.push(sender);
-        }
+        lock(&self.subscribers).push(sender);
         receiver.map(Ok).boxed()
     }
 
@@ -116,14 +107,16 @@ where
             return;
         };
         let kind = K::kind(&());
-        let (store, subscribers) = (self.store.clone(), self.subscribers.clone());
+        let subscribers = self.subscribers.clone();
         let watching = watcher(api, watcher::Config::default())
             .modify(drop_managed_fields)
             .default_backoff()
             .reflect(writer)
             .for_each(move |event| {
                 match event {
-                    Ok(event) => lock(&subscribers).dispatch(event, &store),
+                    // Sent after `reflect` stored it; a dropped subscriber
+                    // is forgotten.
+                    Ok(event) => lock(&subscribers).retain(|s| s.unbounded_send(event.clone()).is_ok()),
                     Err(error) => tracing::warn!(%kind, %error, "watch failed; retrying with backoff"),
                 }
                 std::future::ready(())
@@ -135,47 +128,6 @@ where
     }
 }
 
-impl<K> Subscribers<K>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    /// Sends `event`, already in `store`, to every subscriber still there.
-    fn dispatch(&mut self, event: watcher::Event<K>, store: &Store<K>) {
-        match &event {
-            watcher::Event::Init => self.listing = true,
-            watcher::Event::InitDone => self.listing = false,
-            _ => {}
-        }
-        self.live.retain(|s| s.unbounded_send(event.clone()).is_ok());
-        if matches!(event, watcher::Event::InitDone) {
-            for sender in std::mem::take(&mut self.after_list) {
-                if send_store(&sender, store) {
-                    self.live.push(sender);
-                }
-            }
-        }
-    }
-}
-
-/// Sends `store`'s content as one list; false when the subscriber is gone.
-fn send_store<K>(sender: &UnboundedSender<watcher::Event<K>>, store: &Store<K>) -> bool
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    std::iter::once(watcher::Event::Init)
-        .chain(store.state().iter().map(|o| watcher::Event::InitApply(K::clone(o))))
-        .chain(std::iter::once(watcher::Event::InitDone))
-        .all(|event| sender.unbounded_send(event).is_ok())
-}
-
-fn is_ready<K>(store: &Store<K>) -> bool
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    use futures::FutureExt;
-    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -184,4 +136,44 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// reads them, and they are most of a small object's size.
 pub fn drop_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+    use kube::{Client, Config};
+
+    use super::*;
+
+    /// A watch whose API server is nowhere (a closed loopback port): these
+    /// tests never need an answer.
+    fn watch() -> SharedWatch<VRouterTarget> {
+        let config = Config::new("http://127.0.0.1:9".parse().unwrap());
+        SharedWatch::new(Api::namespaced(Client::try_from(config).unwrap(), "ns"))
+    }
+
+    fn stopped() -> Shutdown {
+        std::future::ready(()).boxed().shared()
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "a VRouterTarget subscriber must join before the shared watch runs")]
+    async fn subscribing_after_the_watch_ran_is_refused() {
+        let watch = watch();
+        let _early = watch.subscribe();
+        watch.run(stopped()).await;
+        let _late = watch.subscribe();
+    }
+
+    #[tokio::test]
+    async fn a_second_run_returns_at_once() {
+        let watch = watch();
+        watch.run(stopped()).await;
+        tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            watch.run(futures::future::pending().boxed().shared()),
+        )
+        .await
+        .expect("the second run returns without waiting for shutdown");
+    }
 }
