@@ -1,7 +1,13 @@
 //! `cargo xtask test`: the one command that prepares a new machine and runs
 //! the whole suite. CI calls it through `.ci/run`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The variable naming the operator's image archive to the test node's
+/// `helm install` test (`crates/vrouter-test-node/tests/helm.rs`).
+pub const OPERATOR_IMAGE_ENV: &str = "VROUTER_OPERATOR_IMAGE";
+
+const TESTS: &[&str] = &["test", "--workspace", "--locked"];
 
 pub fn run(root: &Path) -> anyhow::Result<()> {
     crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
@@ -26,8 +32,22 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     )?;
     println!("==> generated CRDs");
     crate::gen_crds::run(root, true)?;
-    step(root, "tests", &["test", "--workspace", "--locked"])?;
+    let image = operator_image(root)?;
+    let env = [(OPERATOR_IMAGE_ENV, image.display().to_string())];
+    crate::cargo_step::run(root, "tests", TESTS, &env)?;
     Ok(())
+}
+
+/// Compiles the tests (which builds the operator's debug binary, with the
+/// same dependencies, so the test step compiles nothing again) and builds
+/// the operator's image from that binary, with no release build.
+fn operator_image(root: &Path) -> anyhow::Result<PathBuf> {
+    step(root, "test build", &[TESTS, &["--no-run"]].concat())?;
+    let target = crate::image::target_dir(root);
+    let out = target.join("image").join("vrouter-operator-test.oci.tar");
+    println!("==> operator image for the test node");
+    crate::image::build_binary(root, target.join("debug").join("vrouter-operator"), out.clone())?;
+    Ok(out)
 }
 
 /// Runs `cargo <args>` in the workspace, failing with the step's name.

@@ -37,8 +37,25 @@ pub struct Options {
     binary: Option<PathBuf>,
 }
 
+/// The archive of the image of `binary` at `out`, with the default name:
+/// what `cargo xtask test` builds from the debug binary of the test build
+/// for the test node's `helm install` (no release build).
+pub fn build_binary(root: &Path, binary: PathBuf, out: PathBuf) -> anyhow::Result<()> {
+    let options = Options {
+        out: Some(out),
+        name: None,
+        binary: Some(binary),
+    };
+    run(root, &options)
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR`, else `<root>/target`.
+pub fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
 pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let target = target_dir(root);
     let binary = match &options.binary {
         Some(binary) => binary.clone(),
         None => {

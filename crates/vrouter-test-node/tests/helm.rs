@@ -1,0 +1,479 @@
+//! The operator as users run it: `helm install` of the chart
+//! `deploy/helm/vrouter-operator` with the operator's real image (the
+//! archive `cargo xtask image` writes, imported into the node's
+//! containerd) on the test node. Both replicas run from that image and
+//! become Ready, one of them holds the leader Lease and renews it, the API
+//! server calls the admission webhook through its Service and the chart's
+//! caBundle and refuses an invalid object with the operator's message, and
+//! `/metrics` answers over the chart's metrics Service only to a caller
+//! bound to the chart's `metrics-reader` ClusterRole.
+//!
+//! The webhook's serving certificate is made here (no cert-manager on the
+//! node): a Secret `<fullname>-webhook-tls` signed by a test CA whose PEM is
+//! given as `webhook.caBundle`, as the chart documents for clusters without
+//! cert-manager.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::Api;
+use kube::api::{ApiResource, AttachParams, DynamicObject, GroupVersionKind, ListParams, LogParams, PostParams};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+};
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+use vrouter_test_apiserver::TestNamespace;
+use vrouter_test_node::{BUSYBOX_IMAGE, NODE_NAME, TestNode};
+
+/// The variable `cargo xtask test` sets to the image archive it built.
+const IMAGE_ENV: &str = "VROUTER_OPERATOR_IMAGE";
+/// The release name; it contains the chart's name, so it is also the
+/// chart's `fullname`, the prefix of every object the chart makes.
+const RELEASE: &str = "vrouter-operator";
+const REPLICAS: usize = 2;
+const SELECTOR: &str = "app.kubernetes.io/name=vrouter-operator,app.kubernetes.io/instance=vrouter-operator";
+/// The pod and ServiceAccount that scrape `/metrics` from inside the cluster.
+const SCRAPER: &str = "scraper";
+const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metrics() {
+    let image = OperatorImage::from_env();
+    let started = Instant::now();
+    let node = match TestNode::start().await {
+        Ok(node) => node,
+        Err(e) => panic!("cannot start the test node: {e}"),
+    };
+    node.import_image(&image.archive)
+        .unwrap_or_else(|e| panic!("importing {}: {e}", image.archive.display()));
+    let ns = node
+        .namespace("vrouter-system")
+        .await
+        .expect("a namespace with its ServiceAccount");
+    let ca = webhook_certificate(&ns).await;
+    let installing = Instant::now();
+    helm_install(&node, &ns, &ca).await;
+    eprintln!("helm install --wait: {:.1}s", installing.elapsed().as_secs_f64());
+
+    let pods = operator_pods_ready(&node, &ns).await;
+    runs_the_imported_image(&pods, &image);
+    one_replica_leads(&node, &ns, &pods).await;
+    the_webhook_refuses_an_invalid_target(&ns).await;
+    metrics_are_served_to_readers(&node, &ns, &pods).await;
+    eprintln!("whole test: {:.1}s", started.elapsed().as_secs_f64());
+}
+
+/// The archive named by [`IMAGE_ENV`] and what its index says: the image
+/// name containerd gives it and its manifest and config digests.
+struct OperatorImage {
+    archive: PathBuf,
+    name: String,
+    manifest_digest: String,
+    config_digest: String,
+}
+
+impl OperatorImage {
+    /// Fails, naming the commands that make the archive, when the variable
+    /// or the file is missing: this test never passes without the image.
+    fn from_env() -> OperatorImage {
+        let Some(path) = std::env::var_os(IMAGE_ENV) else {
+            panic!(
+                "{IMAGE_ENV} is not set: `cargo xtask test` builds the operator's image and sets it; to run this \
+                 test alone, build the archive with `cargo xtask image --out <path>` and set {IMAGE_ENV}=<path> \
+                 (docs/operations.md)"
+            )
+        };
+        // Relative to the workspace root, where `cargo xtask` writes it.
+        let archive = workspace_root().join(path);
+        assert!(
+            archive.is_file(),
+            "{IMAGE_ENV}={} is not a file: build it with `cargo xtask image --out <path>` (`cargo xtask test` does)",
+            archive.display()
+        );
+        let index: Value = serde_json::from_slice(&archive_member(&archive, "index.json")).expect("index.json is JSON");
+        let descriptor = &index["manifests"][0];
+        let text = |v: &Value| {
+            v.as_str()
+                .expect("a string in the image's index or manifest")
+                .to_owned()
+        };
+        let manifest_digest = text(&descriptor["digest"]);
+        let manifest: Value =
+            serde_json::from_slice(&archive_member(&archive, &blob(&manifest_digest))).expect("the manifest is JSON");
+        OperatorImage {
+            name: text(&descriptor["annotations"]["io.containerd.image.name"]),
+            config_digest: text(&manifest["config"]["digest"]),
+            manifest_digest,
+            archive,
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn blob(digest: &str) -> String {
+    format!("blobs/sha256/{}", digest.trim_start_matches("sha256:"))
+}
+
+/// One file of a tar archive, read with the host's `tar`.
+fn archive_member(archive: &Path, member: &str) -> Vec<u8> {
+    let out = std::process::Command::new("tar")
+        .arg("-xOf")
+        .arg(archive)
+        .arg(member)
+        .output()
+        .expect("tar runs");
+    assert!(
+        out.status.success(),
+        "{member} in {}: {}",
+        archive.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Creates the webhook's TLS Secret, signed by a new CA valid for the
+/// webhook Service's names; returns the CA's PEM.
+async fn webhook_certificate(ns: &TestNamespace) -> String {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("a CA key")).expect("the CA");
+    let service = format!("{RELEASE}-webhook.{}.svc", ns.name());
+    let mut params =
+        CertificateParams::new(vec![service.clone(), format!("{service}.cluster.local")]).expect("serving parameters");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().expect("a serving key");
+    let cert = params.signed_by(&key, &ca).expect("the serving certificate");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": format!("{RELEASE}-webhook-tls")},
+        "stringData": {"tls.crt": cert.pem(), "tls.key": key.serialize_pem()},
+    }))
+    .expect("a valid Secret");
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("the webhook's Secret is created");
+    ca.pem()
+}
+
+/// `helm install --wait` of the chart as a user without cert-manager runs
+/// it, the image already on the node; Helm's own files in the node's
+/// directory.
+async fn helm_install(node: &TestNode, ns: &TestNamespace, ca_pem: &str) {
+    let helm = vrouter_test_apiserver::helm().unwrap_or_else(|e| panic!("{e}"));
+    let home = node.dir().join("helm");
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let out = tokio::process::Command::new(helm)
+        .args(["install", RELEASE])
+        .arg(workspace_root().join("deploy/helm/vrouter-operator"))
+        .args(["--namespace", ns.name(), "--kubeconfig"])
+        .arg(node.env().kubeconfig_path())
+        .args([
+            "--set",
+            &format!("replicas={REPLICAS}"),
+            "--set",
+            "image.pullPolicy=Never",
+        ])
+        .args(["--set", "webhook.certManager.enabled=false", "--set"])
+        .arg(format!("webhook.caBundle={ca_bundle}"))
+        .args(["--wait", "--timeout", "4m"])
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .await
+        .expect("helm runs");
+    if !out.status.success() {
+        let pods = ns.api::<Pod>().list(&ListParams::default()).await.map(|l| l.items);
+        let statuses: Vec<_> = pods.iter().flatten().map(|p| (&p.metadata.name, &p.status)).collect();
+        panic!(
+            "helm install failed:\n{}{}\npods: {statuses:#?}\nlast kubelet log lines:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            node.log_tail("kubelet")
+        );
+    }
+}
+
+/// The chart's replicas, all Running and Ready on the node.
+async fn operator_pods_ready(node: &TestNode, ns: &TestNamespace) -> Vec<Pod> {
+    let api: Api<Pod> = ns.api();
+    let pods = until(node, "both operator replicas Running and Ready", || async {
+        let list = api.list(&ListParams::default().labels(SELECTOR)).await.ok()?;
+        let live: Vec<Pod> = list
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        (live.len() == REPLICAS && live.iter().all(is_ready)).then_some(live)
+    })
+    .await;
+    for pod in &pods {
+        assert_eq!(pod.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some(NODE_NAME));
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        assert_eq!(phase, Some("Running"), "{:?}", pod.metadata.name);
+    }
+    pods
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn pod_name(pod: &Pod) -> String {
+    pod.metadata.name.clone().expect("pods have names")
+}
+
+/// Each replica's container runs the imported image: its name, with the
+/// archive's digest as the image ID, never restarted.
+fn runs_the_imported_image(pods: &[Pod], image: &OperatorImage) {
+    for pod in pods {
+        let name = pod_name(pod);
+        let spec = &pod.spec.as_ref().expect("a pod spec").containers[0];
+        assert_eq!(
+            spec.image.as_deref(),
+            Some(image.name.as_str()),
+            "{name}: the chart's image"
+        );
+        assert_eq!(spec.image_pull_policy.as_deref(), Some("Never"), "{name}");
+        let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.clone());
+        let status = &statuses.expect("container statuses")[0];
+        assert_eq!(status.image, image.name, "{name}: the image the kubelet ran");
+        let by_config = status.image_id == image.config_digest;
+        let by_manifest = status.image_id.ends_with(&format!("@{}", image.manifest_digest));
+        assert!(
+            by_config || by_manifest,
+            "{name}: image ID {} is neither the archive's config {} nor its manifest {}",
+            status.image_id,
+            image.config_digest,
+            image.manifest_digest
+        );
+        assert!(status.ready && status.restart_count == 0, "{name}: {status:?}");
+    }
+}
+
+/// The chart's `leaderElection.leaseName`, read from its `values.yaml`.
+fn lease_name() -> String {
+    let values = std::fs::read_to_string(workspace_root().join("deploy/helm/vrouter-operator/values.yaml"))
+        .expect("the chart's values.yaml");
+    values
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("leaseName:"))
+        .map(|v| v.trim().trim_matches('"').to_owned())
+        .expect("values.yaml sets leaderElection.leaseName")
+}
+
+/// One replica holds the chart's Lease and renews it; it, and only it,
+/// logged that it leads.
+async fn one_replica_leads(node: &TestNode, ns: &TestNamespace, pods: &[Pod]) {
+    let names: Vec<String> = pods.iter().map(pod_name).collect();
+    let leases: Api<Lease> = ns.api();
+    let lease = lease_name();
+    let held = |lease: &Lease| {
+        let spec = lease.spec.clone()?;
+        Some((spec.holder_identity?, spec.renew_time?.0))
+    };
+    let (holder, renewed) = until(node, "a replica holding the Lease", || async {
+        held(&leases.get_opt(&lease).await.ok()??).filter(|(h, _)| names.contains(h))
+    })
+    .await;
+    // The retry period is 2 s: a living leader renews within it.
+    until(node, "the leader renewing the Lease", || async {
+        let (now_holder, now_renewed) = held(&leases.get(&lease).await.ok()?)?;
+        assert_eq!(now_holder, holder, "the Lease changed hands while both replicas run");
+        (now_renewed > renewed).then_some(())
+    })
+    .await;
+    let api: Api<Pod> = ns.api();
+    for name in &names {
+        let leads = until(node, "the replica's log", || async {
+            let log = api.logs(name, &LogParams::default()).await.ok()?;
+            log.contains("competing for the Lease")
+                .then(|| log.contains(r#""message":"leading""#))
+        })
+        .await;
+        assert_eq!(
+            leads,
+            *name == holder,
+            "{name} logged leading: {leads}; the Lease's holder is {holder}"
+        );
+    }
+}
+
+/// The API server asks the webhook through the chart's Service, trusting
+/// the caBundle; the operator refuses a proxmox target with no proxmox
+/// block, naming the field.
+async fn the_webhook_refuses_an_invalid_target(ns: &TestNamespace) {
+    let gvk = GroupVersionKind::gvk("vrouter.kojuro.date", "v1", "VRouterTarget");
+    let targets = ns.dynamic_api(&ApiResource::from_gvk_with_plural(&gvk, "vroutertargets"));
+    let target: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterTarget",
+        "metadata": {"name": "no-proxmox-block"},
+        "spec": {"provider": {"type": "proxmox"}},
+    }))
+    .expect("a valid object");
+    let message = match targets.create(&PostParams::default(), &target).await {
+        Ok(_) => panic!("the invalid VRouterTarget was admitted"),
+        Err(kube::Error::Api(status)) => status.message,
+        Err(e) => panic!("creating the VRouterTarget: {e}"),
+    };
+    for part in [
+        r#"admission webhook "validate.vrouter.kojuro.date" denied the request"#,
+        "spec.provider.proxmox: must be set when spec.provider.type is proxmox",
+    ] {
+        assert!(message.contains(part), "{part:?} not in: {message}");
+    }
+}
+
+/// `/metrics` over HTTPS through the chart's metrics Service, from a pod:
+/// refused without a token, served to a ServiceAccount bound to the
+/// chart's `metrics-reader` ClusterRole; and the replicas' own counters
+/// show the refusal above.
+async fn metrics_are_served_to_readers(node: &TestNode, ns: &TestNamespace, pods: &[Pod]) {
+    let scraper = start_scraper(node, ns).await;
+    let service = ns
+        .api::<Service>()
+        .get(&format!("{RELEASE}-metrics"))
+        .await
+        .expect("the metrics Service");
+    let spec = service.spec.expect("a Service spec");
+    // The chart's Service port is the container's (metrics.port).
+    let port = spec.ports.expect("ports")[0].port;
+    let address = format!("{}:{port}", spec.cluster_ip.expect("a cluster IP"));
+    let anonymous = exec(ns, &scraper, &wget(&address, false)).await;
+    assert!(anonymous.contains("401 Unauthorized"), "without a token: {anonymous}");
+    // Each replica caches an answer for a minute: a refusal from before
+    // the binding reached the API server's authoriser lasts that long.
+    let served = until(node, "metrics served to the reader", || async {
+        let text = exec(ns, &scraper, &wget(&address, true)).await;
+        let complete = text.contains("# TYPE vrouter_") && text.contains("# EOF\n");
+        (complete && text.trim_end().ends_with("exit 0")).then_some(text)
+    })
+    .await;
+    assert!(
+        !served.contains("Unauthorized") && !served.contains("Forbidden"),
+        "{served}"
+    );
+    let mut refusals = 0.0;
+    for pod in pods {
+        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).expect("a pod IP");
+        let text = exec(ns, &scraper, &wget(&format!("{ip}:{port}"), true)).await;
+        refusals += sample(
+            &text,
+            r#"vrouter_admission_reviews_total{kind="VRouterTarget",allowed="false"}"#,
+        );
+    }
+    assert!(refusals >= 1.0, "no replica counted the refused VRouterTarget");
+}
+
+/// A `wget` of `/metrics` at `address` (with the pod's token or none),
+/// its errors and exit status included in what it prints. Busybox's TLS
+/// does not check certificates; the operator's is self-signed.
+fn wget(address: &str, token: bool) -> String {
+    let header = if token {
+        format!(r#"--header "Authorization: Bearer $(cat {TOKEN_PATH})""#)
+    } else {
+        String::new()
+    };
+    format!("busybox wget -q -O - --no-check-certificate {header} https://{address}/metrics 2>&1; echo \"exit $?\"")
+}
+
+/// The value of the sample `series` in a text exposition (0 when absent).
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(series))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A busybox pod whose ServiceAccount is bound to the chart's
+/// `metrics-reader` ClusterRole; returns its name once it runs.
+async fn start_scraper(node: &TestNode, ns: &TestNamespace) -> String {
+    let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": SCRAPER}})).expect("an account");
+    ns.api::<ServiceAccount>()
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("the scraper's ServiceAccount");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{}-{SCRAPER}", ns.name())},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{RELEASE}-metrics-reader")},
+        "subjects": [{"kind": "ServiceAccount", "name": SCRAPER, "namespace": ns.name()}],
+    }))
+    .expect("a binding");
+    Api::<ClusterRoleBinding>::all(ns.client())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("the scraper's binding");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": SCRAPER},
+        "spec": {
+            "serviceAccountName": SCRAPER,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "main", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                "command": ["/bin/sh", "-c", "while true; do sleep 1; done"],
+            }],
+        },
+    }))
+    .expect("a valid Pod");
+    let pods: Api<Pod> = ns.api();
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("the scraper pod");
+    until(node, "the scraper pod Ready", || async {
+        pods.get(SCRAPER).await.ok().filter(is_ready)
+    })
+    .await;
+    SCRAPER.to_owned()
+}
+
+/// What `sh -c script` in the pod's container prints on stdout.
+async fn exec(ns: &TestNamespace, pod: &str, script: &str) -> String {
+    let params = AttachParams::default().stdin(false).stdout(true).stderr(false);
+    let mut attached = ns
+        .api::<Pod>()
+        .exec(pod, ["sh", "-c", script], &params)
+        .await
+        .unwrap_or_else(|e| panic!("exec {script:?} in {pod}: {e}"));
+    let mut stdout = attached.stdout().expect("stdout was asked for");
+    let mut out = String::new();
+    stdout.read_to_string(&mut out).await.expect("exec output is UTF-8");
+    drop(stdout);
+    attached.join().await.expect("the exec session ends");
+    out
+}
+
+/// Polls `check` until it gives a value; panics after [`TIMEOUT`] with the
+/// kubelet's last log lines.
+async fn until<T, F, Fut>(node: &TestNode, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "{what}: not within {TIMEOUT:?}; last kubelet log lines:\n{}",
+            node.log_tail("kubelet")
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
