@@ -368,16 +368,18 @@ async fn metrics_are_served_to_readers(node: &TestNode, ns: &TestNamespace, pods
         !served.contains("Unauthorized") && !served.contains("Forbidden"),
         "{served}"
     );
-    let mut refusals = 0.0;
+    let series = r#"vrouter_admission_reviews_total{kind="VRouterTarget",allowed="false"}"#;
+    let mut scraped = Vec::new();
     for pod in pods {
         let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).expect("a pod IP");
-        let text = exec(ns, &scraper, &wget(&format!("{ip}:{port}"), true)).await;
-        refusals += sample(
-            &text,
-            r#"vrouter_admission_reviews_total{kind="VRouterTarget",allowed="false"}"#,
-        );
+        scraped.push(exec(ns, &scraper, &wget(&format!("{ip}:{port}"), true)).await);
     }
-    assert!(refusals >= 1.0, "no replica counted the refused VRouterTarget");
+    let refusals: f64 = scraped.iter().map(|text| sample(text, series)).sum();
+    assert!(
+        refusals >= 1.0,
+        "no replica counted the refused VRouterTarget:\n{}",
+        scraped.join("\n")
+    );
 }
 
 /// A `wget` of `/metrics` at `address` (with the pod's token or none),
