@@ -13,7 +13,8 @@ use anyhow::{Context, bail};
 /// binaries: containerd and runc, the CNI plugins (bridge, host-local,
 /// loopback, portmap), iptables for kube-proxy, socat to reach the API
 /// server inside the node's network namespace, a static busybox for the
-/// test image, and gcc with libc6-dev for the static pause binary.
+/// test image, curl for the image that scrapes metrics, and gcc with
+/// libc6-dev for the static pause binary.
 pub const TEST_PACKAGES: &[&str] = &[
     "qemu-guest-agent",
     "redis-server",
@@ -23,6 +24,7 @@ pub const TEST_PACKAGES: &[&str] = &[
     "iptables",
     "socat",
     "busybox-static",
+    "curl",
     "gcc",
     "libc6-dev",
 ];

@@ -18,6 +18,13 @@ use crate::programs::{Programs, run};
 /// The test image: a static busybox, `/bin/sh` by default.
 pub const BUSYBOX_IMAGE: &str = "localhost/vrouter-test-node/busybox:1";
 
+/// The scraping image: the host's `curl` with the shared libraries it
+/// loads, and busybox for a shell. A client with OpenSSL's TLS, as
+/// Prometheus and kubectl are clients with full TLS stacks: busybox's own
+/// TLS offers no ECDSA suite, so it cannot talk to a server whose key is
+/// ECDSA, as the operator's self-made certificate is.
+pub const CURL_IMAGE: &str = "localhost/vrouter-test-node/curl:1";
+
 /// The applets the test image links to busybox.
 const APPLETS: &[&str] = &[
     "sh", "sleep", "echo", "cat", "ls", "hostname", "nc", "id", "env", "kill",
@@ -41,7 +48,8 @@ int main(void) {
 /// One image to build: files copied in, symlinks, and how it starts.
 struct ImageSpec<'a> {
     name: &'a str,
-    files: Vec<(PathBuf, &'a str)>,
+    /// Host file, and its path in the image (parents made as needed).
+    files: Vec<(PathBuf, String)>,
     links: Vec<(&'a str, String)>,
     entrypoint: &'a [&'a str],
     cmd: &'a [&'a str],
@@ -62,7 +70,7 @@ pub(crate) fn pause(dir: &Path, programs: &Programs) -> Result<PathBuf, Error> {
         programs,
         &ImageSpec {
             name: PAUSE_IMAGE,
-            files: vec![(binary, "pause")],
+            files: vec![(binary, "pause".to_owned())],
             links: Vec::new(),
             entrypoint: &["/pause"],
             cmd: &[],
@@ -77,12 +85,47 @@ pub(crate) fn busybox(dir: &Path, programs: &Programs) -> Result<PathBuf, Error>
         programs,
         &ImageSpec {
             name: BUSYBOX_IMAGE,
-            files: vec![(programs.busybox.clone(), "bin/busybox")],
+            files: vec![(programs.busybox.clone(), "bin/busybox".to_owned())],
             links: APPLETS.iter().map(|a| ("/bin/busybox", format!("bin/{a}"))).collect(),
             entrypoint: &[],
             cmd: &["/bin/sh"],
         },
     )
+}
+
+/// The image [`CURL_IMAGE`]: `curl` and every library `ldd` says it
+/// loads, at their host paths, with busybox's `sh`, `cat` and `sleep`.
+pub(crate) fn curl(dir: &Path, programs: &Programs) -> Result<PathBuf, Error> {
+    let libraries = run(Command::new(&programs.ldd).arg(&programs.curl))?;
+    let mut files = vec![
+        (programs.busybox.clone(), "bin/busybox".to_owned()),
+        (programs.curl.clone(), "usr/bin/curl".to_owned()),
+    ];
+    files.extend(
+        shared_libraries(&libraries).map(|path| (PathBuf::from(path), path.trim_start_matches('/').to_owned())),
+    );
+    build(
+        dir,
+        programs,
+        &ImageSpec {
+            name: CURL_IMAGE,
+            files,
+            links: ["sh", "cat", "sleep"]
+                .iter()
+                .map(|a| ("/bin/busybox", format!("bin/{a}")))
+                .collect(),
+            entrypoint: &[],
+            cmd: &["/bin/sh"],
+        },
+    )
+}
+
+/// The absolute paths in `ldd`'s output: each library, and the loader.
+fn shared_libraries(ldd: &str) -> impl Iterator<Item = &str> {
+    ldd.lines().filter_map(|line| {
+        let path = line.split("=>").last()?.split_whitespace().next()?;
+        path.starts_with('/').then_some(path)
+    })
 }
 
 /// Writes the image's OCI archive into `dir` and returns its path.
@@ -154,6 +197,9 @@ fn build(dir: &Path, programs: &Programs, spec: &ImageSpec<'_>) -> Result<PathBu
 fn fill_rootfs(rootfs: &Path, spec: &ImageSpec<'_>) -> Result<(), Error> {
     for (source, target) in &spec.files {
         let target = rootfs.join(target);
+        if let Some(parent) = target.parent() {
+            mkdir(parent)?;
+        }
         fs::copy(source, &target).map_err(Error::io(format!("copying {} into an image", source.display())))?;
         fs::set_permissions(&target, fs::Permissions::from_mode(0o755))
             .map_err(Error::io(format!("making {} executable", target.display())))?;
@@ -198,4 +244,16 @@ fn mkdir(path: &Path) -> Result<(), Error> {
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     fs::write(path, bytes).map_err(Error::io(format!("writing {}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_libraries_are_the_absolute_paths_ldd_names() {
+        let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibcurl.so.4 => /lib/x86_64-linux-gnu/libcurl.so.4 (0x00007f8f)\n\tlibgone.so.1 => not found\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f8f)\n";
+        assert_eq!(
+            super::shared_libraries(ldd).collect::<Vec<_>>(),
+            ["/lib/x86_64-linux-gnu/libcurl.so.4", "/lib64/ld-linux-x86-64.so.2"]
+        );
+    }
 }

@@ -6,8 +6,9 @@
 //! `Node,RBAC` authorization and ServiceAccount admission),
 //! kube-controller-manager, kube-scheduler, containerd (Debian's, with
 //! runc and the CNI bridge plugin), the kubelet and kube-proxy; imports a
-//! static `pause` as the sandbox image and a static busybox as
-//! [`BUSYBOX_IMAGE`]; and waits until the Node is Ready.
+//! static `pause` as the sandbox image, a static busybox as
+//! [`BUSYBOX_IMAGE`] and the host's curl as [`CURL_IMAGE`]; and waits
+//! until the Node is Ready.
 //!
 //! # Networking
 //!
@@ -32,7 +33,7 @@
 //!
 //! Root; `cargo xtask testenv` for the Kubernetes binaries; the Debian
 //! packages `cargo xtask test` installs (containerd, runc,
-//! containernetworking-plugins, iptables, socat, busybox-static, gcc). A
+//! containernetworking-plugins, iptables, socat, busybox-static, gcc, curl). A
 //! test that finds one missing fails saying so; it never passes without a node.
 
 mod components;
@@ -51,6 +52,6 @@ mod watchdog;
 
 pub use config::NODE_NAME;
 pub use error::Error;
-pub use image::BUSYBOX_IMAGE;
+pub use image::{BUSYBOX_IMAGE, CURL_IMAGE};
 pub use netns::NODE_IP;
 pub use node::TestNode;

@@ -93,6 +93,7 @@ impl TestNode {
         self.containerd.start(netns, programs, &mut self.processes).await?;
         self.containerd.import(&image::pause(&self.dir, programs)?)?;
         self.containerd.import(&image::busybox(&self.dir, programs)?)?;
+        self.containerd.import(&image::curl(&self.dir, programs)?)?;
         self.processes
             .start("kube-controller-manager", components.controller_manager()?)?;
         self.processes.start("kube-scheduler", components.scheduler()?)?;

@@ -21,6 +21,8 @@ pub(crate) struct Programs {
     pub busybox: PathBuf,
     pub gcc: PathBuf,
     pub tar: PathBuf,
+    pub curl: PathBuf,
+    pub ldd: PathBuf,
 }
 
 impl Programs {
@@ -43,6 +45,8 @@ impl Programs {
             busybox: find("busybox", "busybox-static", &["/bin/busybox", "/usr/bin/busybox"])?,
             gcc: find("gcc", "gcc", &["/usr/bin/gcc"])?,
             tar: find("tar", "tar", &["/usr/bin/tar", "/bin/tar"])?,
+            curl: find("curl", "curl", &["/usr/bin/curl"])?,
+            ldd: find("ldd", "libc-bin", &["/usr/bin/ldd", "/bin/ldd"])?,
         })
     }
 }

@@ -29,7 +29,7 @@ use rcgen::{
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use vrouter_test_apiserver::TestNamespace;
-use vrouter_test_node::{BUSYBOX_IMAGE, NODE_NAME, TestNode};
+use vrouter_test_node::{CURL_IMAGE, NODE_NAME, TestNode};
 
 /// The variable `cargo xtask test` sets to the image archive it built.
 const IMAGE_ENV: &str = "VROUTER_OPERATOR_IMAGE";
@@ -354,14 +354,17 @@ async fn metrics_are_served_to_readers(node: &TestNode, ns: &TestNamespace, pods
     // The chart's Service port is the container's (metrics.port).
     let port = spec.ports.expect("ports")[0].port;
     let address = format!("{}:{port}", spec.cluster_ip.expect("a cluster IP"));
-    let anonymous = exec(ns, &scraper, &wget(&address, false)).await;
-    assert!(anonymous.contains("401 Unauthorized"), "without a token: {anonymous}");
+    let anonymous = exec(ns, &scraper, &scrape(&address, false)).await;
+    assert!(
+        anonymous.contains("\nstatus 401\n") && !anonymous.contains("# TYPE"),
+        "without a token: {anonymous}"
+    );
     // Each replica caches an answer for a minute: a refusal from before
     // the binding reached the API server's authoriser lasts that long.
     let served = until(node, "metrics served to the reader", || async {
-        let text = exec(ns, &scraper, &wget(&address, true)).await;
+        let text = exec(ns, &scraper, &scrape(&address, true)).await;
         let complete = text.contains("# TYPE vrouter_") && text.contains("# EOF\n");
-        (complete && text.trim_end().ends_with("exit 0")).then_some(text)
+        (complete && text.ends_with("\nstatus 200\nexit 0\n")).then_some(text)
     })
     .await;
     assert!(
@@ -372,7 +375,7 @@ async fn metrics_are_served_to_readers(node: &TestNode, ns: &TestNamespace, pods
     let mut scraped = Vec::new();
     for pod in pods {
         let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).expect("a pod IP");
-        scraped.push(exec(ns, &scraper, &wget(&format!("{ip}:{port}"), true)).await);
+        scraped.push(exec(ns, &scraper, &scrape(&format!("{ip}:{port}"), true)).await);
     }
     let refusals: f64 = scraped.iter().map(|text| sample(text, series)).sum();
     assert!(
@@ -382,16 +385,20 @@ async fn metrics_are_served_to_readers(node: &TestNode, ns: &TestNamespace, pods
     );
 }
 
-/// A `wget` of `/metrics` at `address` (with the pod's token or none),
-/// its errors and exit status included in what it prints. Busybox's TLS
-/// does not check certificates; the operator's is self-signed.
-fn wget(address: &str, token: bool) -> String {
+/// A `curl` of `/metrics` at `address` (with the pod's token or none):
+/// the body, then `status <HTTP code>` and `exit <curl's exit code>` on
+/// lines of their own, curl's errors included. `--insecure`: the operator's
+/// certificate is its own, self-signed.
+fn scrape(address: &str, token: bool) -> String {
     let header = if token {
         format!(r#"--header "Authorization: Bearer $(cat {TOKEN_PATH})""#)
     } else {
         String::new()
     };
-    format!("busybox wget -q -O - --no-check-certificate {header} https://{address}/metrics 2>&1; echo \"exit $?\"")
+    format!(
+        "curl --silent --show-error --insecure --max-time 20 --write-out '\\nstatus %{{http_code}}\\n' {header} \
+         https://{address}/metrics 2>&1; echo \"exit $?\""
+    )
 }
 
 /// The value of the sample `series` in a text exposition (0 when absent).
@@ -402,7 +409,7 @@ fn sample(text: &str, series: &str) -> f64 {
         .sum()
 }
 
-/// A busybox pod whose ServiceAccount is bound to the chart's
+/// A pod with curl whose ServiceAccount is bound to the chart's
 /// `metrics-reader` ClusterRole; returns its name once it runs.
 async fn start_scraper(node: &TestNode, ns: &TestNamespace) -> String {
     let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": SCRAPER}})).expect("an account");
@@ -426,7 +433,7 @@ async fn start_scraper(node: &TestNode, ns: &TestNamespace) -> String {
             "serviceAccountName": SCRAPER,
             "terminationGracePeriodSeconds": 1,
             "containers": [{
-                "name": "main", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                "name": "main", "image": CURL_IMAGE, "imagePullPolicy": "Never",
                 "command": ["/bin/sh", "-c", "while true; do sleep 1; done"],
             }],
         },
