@@ -6,7 +6,14 @@
 //! server calls the admission webhook through its Service and the chart's
 //! caBundle and refuses an invalid object with the operator's message, and
 //! `/metrics` answers over the chart's metrics Service only to a caller
-//! bound to the chart's `metrics-reader` ClusterRole.
+//! bound to the chart's `metrics-reader` ClusterRole. Then the faults: the
+//! chart's ServiceAccount execs into a pod through the kubelet and is
+//! refused (403) what its role does not grant; the leader's container is
+//! SIGKILLed from the host and the kubelet restarts it; the leader's pod is
+//! deleted and the other replica leads before the Lease would have
+//! expired; every replica is stopped and creates are refused
+//! (`failurePolicy: Fail`) while status writes go through, until the
+//! replicas return.
 //!
 //! The webhook's serving certificate is made here (no cert-manager on the
 //! node): a Secret `<fullname>-webhook-tls` signed by a test CA whose PEM is
@@ -18,11 +25,16 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Api;
-use kube::api::{ApiResource, AttachParams, DynamicObject, GroupVersionKind, ListParams, LogParams, PostParams};
+use kube::api::{
+    ApiResource, AttachParams, DeleteParams, DynamicObject, GroupVersionKind, ListParams, LogParams, Patch,
+    PatchParams, PostParams,
+};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
 };
@@ -67,6 +79,10 @@ async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metr
     one_replica_leads(&node, &ns, &pods).await;
     the_webhook_refuses_an_invalid_target(&ns).await;
     metrics_are_served_to_readers(&node, &ns, &pods).await;
+    the_operators_role_meets_the_kubelet(&node, &ns).await;
+    let pods = a_killed_leader_is_restarted(&node, &ns).await;
+    let pods = a_deleted_leader_hands_over(&node, &ns, &pods).await;
+    webhooks_down_refuse_creates_until_they_return(&node, &ns, &pods).await;
     eprintln!("whole test: {:.1}s", started.elapsed().as_secs_f64());
 }
 
@@ -266,38 +282,35 @@ fn runs_the_imported_image(pods: &[Pod], image: &OperatorImage) {
     }
 }
 
-/// The chart's `leaderElection.leaseName`, read from its `values.yaml`.
-fn lease_name() -> String {
+/// The value of `key` in the chart's `values.yaml` (a key that occurs once).
+fn chart_value(key: &str) -> String {
     let values = std::fs::read_to_string(workspace_root().join("deploy/helm/vrouter-operator/values.yaml"))
         .expect("the chart's values.yaml");
+    let prefix = format!("{key}:");
     values
         .lines()
-        .find_map(|l| l.trim().strip_prefix("leaseName:"))
+        .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
         .map(|v| v.trim().trim_matches('"').to_owned())
-        .expect("values.yaml sets leaderElection.leaseName")
+        .unwrap_or_else(|| panic!("values.yaml sets {key}"))
+}
+
+/// The chart's `leaderElection.leaseName`.
+fn lease_name() -> String {
+    chart_value("leaseName")
+}
+
+/// The chart's `leaderElection.leaseDuration`, in seconds there.
+fn lease_duration() -> Duration {
+    let text = chart_value("leaseDuration");
+    let seconds = text.strip_suffix('s').and_then(|n| n.parse().ok());
+    Duration::from_secs(seconds.unwrap_or_else(|| panic!("leaseDuration {text:?} is not whole seconds")))
 }
 
 /// One replica holds the chart's Lease and renews it; it, and only it,
 /// logged that it leads.
 async fn one_replica_leads(node: &TestNode, ns: &TestNamespace, pods: &[Pod]) {
     let names: Vec<String> = pods.iter().map(pod_name).collect();
-    let leases: Api<Lease> = ns.api();
-    let lease = lease_name();
-    let held = |lease: &Lease| {
-        let spec = lease.spec.clone()?;
-        Some((spec.holder_identity?, spec.renew_time?.0))
-    };
-    let (holder, renewed) = until(node, "a replica holding the Lease", || async {
-        held(&leases.get_opt(&lease).await.ok()??).filter(|(h, _)| names.contains(h))
-    })
-    .await;
-    // The retry period is 2 s: a living leader renews within it.
-    until(node, "the leader renewing the Lease", || async {
-        let (now_holder, now_renewed) = held(&leases.get(&lease).await.ok()?)?;
-        assert_eq!(now_holder, holder, "the Lease changed hands while both replicas run");
-        (now_renewed > renewed).then_some(())
-    })
-    .await;
+    let holder = renewing_holder(node, ns, &names).await;
     let api: Api<Pod> = ns.api();
     for name in &names {
         let leads = until(node, "the replica's log", || async {
@@ -318,8 +331,7 @@ async fn one_replica_leads(node: &TestNode, ns: &TestNamespace, pods: &[Pod]) {
 /// the caBundle; the operator refuses a proxmox target with no proxmox
 /// block, naming the field.
 async fn the_webhook_refuses_an_invalid_target(ns: &TestNamespace) {
-    let gvk = GroupVersionKind::gvk("vrouter.kojuro.date", "v1", "VRouterTarget");
-    let targets = ns.dynamic_api(&ApiResource::from_gvk_with_plural(&gvk, "vroutertargets"));
+    let targets = targets_api(ns.client(), ns);
     let target: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterTarget",
         "metadata": {"name": "no-proxmox-block"},
@@ -485,4 +497,251 @@ where
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// The Lease's holder, once a replica among `names` holds it and has
+/// renewed it since it was first seen here.
+async fn renewing_holder(node: &TestNode, ns: &TestNamespace, names: &[String]) -> String {
+    let leases: Api<Lease> = ns.api();
+    let lease = lease_name();
+    let held = |lease: Lease| {
+        let spec = lease.spec?;
+        Some((spec.holder_identity?, spec.renew_time?.0))
+    };
+    let (holder, renewed) = until(node, "a replica holding the Lease", || async {
+        held(leases.get_opt(&lease).await.ok()??).filter(|(h, _)| names.contains(h))
+    })
+    .await;
+    until(node, "the holder renewing the Lease", || async {
+        let (now_holder, now_renewed) = held(leases.get(&lease).await.ok()?)?;
+        (now_holder == holder && now_renewed > renewed).then_some(())
+    })
+    .await;
+    holder
+}
+
+/// The chart's ServiceAccount, with a token from the TokenRequest API
+/// like the one each replica is given: an exec into another pod goes
+/// through the API server and the kubelet under the chart's role (the
+/// KubeVirt provider's path), and what the role does not grant is refused
+/// with 403 by the real authoriser.
+async fn the_operators_role_meets_the_kubelet(node: &TestNode, ns: &TestNamespace) {
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = ns
+        .api::<ServiceAccount>()
+        .create_token_request(RELEASE, &PostParams::default(), &request)
+        .await
+        .expect("a token of the chart's ServiceAccount")
+        .status
+        .and_then(|s| s.token)
+        .expect("the API server issued a token");
+    let mut config = node.env().config().clone();
+    config.auth_info = serde_json::from_value(json!({"token": token})).expect("token credentials");
+    let operator = kube::Client::try_from(config).expect("a client as the operator");
+    let pods: Api<Pod> = Api::namespaced(operator.clone(), ns.name());
+    let params = AttachParams::default().stdin(false).stdout(true).stderr(false);
+    let mut attached = pods
+        .exec(SCRAPER, ["cat", "/etc/hostname"], &params)
+        .await
+        .expect("the chart's role allows pods/exec");
+    let mut out = String::new();
+    let mut stdout = attached.stdout().expect("stdout was asked for");
+    stdout.read_to_string(&mut out).await.expect("exec output is UTF-8");
+    drop(stdout);
+    attached.join().await.expect("the exec session ends");
+    assert_eq!(out.trim(), SCRAPER, "the exec ran in the scraper pod");
+    let forbidden = [
+        (
+            "pods/log get",
+            pods.logs(SCRAPER, &LogParams::default()).await.map(drop),
+        ),
+        (
+            "pods delete",
+            pods.delete(SCRAPER, &DeleteParams::default()).await.map(drop),
+        ),
+        (
+            "secrets list",
+            Api::<Secret>::namespaced(operator.clone(), ns.name())
+                .list(&ListParams::default())
+                .await
+                .map(drop),
+        ),
+        (
+            "deployments get",
+            Api::<Deployment>::namespaced(operator, ns.name())
+                .get(RELEASE)
+                .await
+                .map(drop),
+        ),
+    ];
+    for (what, result) in forbidden {
+        match result {
+            Err(kube::Error::Api(status)) if status.code == 403 => {}
+            other => panic!("{what} as the operator: not refused with 403: {other:?}"),
+        }
+    }
+}
+
+/// The running container of `pod`'s single container: its ID and restarts.
+fn container(pod: &Pod) -> Option<(String, i32, bool)> {
+    let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?.clone();
+    Some((status.container_id?, status.restart_count, status.ready))
+}
+
+/// The leader's container SIGKILLed from the host: the kubelet starts it
+/// again in the same pod, it becomes Ready, and a replica leads again (the
+/// restarted one keeps its identity, the pod's name, so it may resume its
+/// own Lease).
+async fn a_killed_leader_is_restarted(node: &TestNode, ns: &TestNamespace) -> Vec<Pod> {
+    let pods = operator_pods_ready(node, ns).await;
+    let names: Vec<String> = pods.iter().map(pod_name).collect();
+    let leader = renewing_holder(node, ns, &names).await;
+    let api: Api<Pod> = ns.api();
+    let (killed_id, restarts, _) = container(&api.get(&leader).await.expect("the leader's pod")).expect("a container");
+    let pid = node
+        .container_pid(&killed_id)
+        .expect("containerd knows the leader's container");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success(), "kill -9 {pid}");
+    until(node, "the killed leader restarted and Ready", || async {
+        let (id, now_restarts, ready) = container(&api.get(&leader).await.ok()?)?;
+        (id != killed_id && now_restarts > restarts && ready).then_some(())
+    })
+    .await;
+    renewing_holder(node, ns, &names).await;
+    operator_pods_ready(node, ns).await
+}
+
+/// The leader's pod deleted: it releases the Lease as it stops, and another
+/// replica leads before the Lease would have expired; the Deployment's
+/// replacement pod joins as a follower.
+async fn a_deleted_leader_hands_over(node: &TestNode, ns: &TestNamespace, pods: &[Pod]) -> Vec<Pod> {
+    let names: Vec<String> = pods.iter().map(pod_name).collect();
+    let leader = renewing_holder(node, ns, &names).await;
+    let api: Api<Pod> = ns.api();
+    let leases: Api<Lease> = ns.api();
+    let lease = lease_name();
+    api.delete(&leader, &DeleteParams::default())
+        .await
+        .expect("the leader's pod is deleted");
+    let deleted = Instant::now();
+    let successor = until(node, "another replica holding the Lease", || async {
+        let holder = leases.get(&lease).await.ok()?.spec?.holder_identity?;
+        (!holder.is_empty() && holder != leader).then_some(holder)
+    })
+    .await;
+    let handover = deleted.elapsed();
+    eprintln!(
+        "Lease handed from {leader} to {successor} in {:.1}s",
+        handover.as_secs_f64()
+    );
+    assert!(
+        handover < lease_duration(),
+        "{successor} took the Lease {handover:?} after {leader} was deleted: not released, expired"
+    );
+    let pods = operator_pods_ready(node, ns).await;
+    let names: Vec<String> = pods.iter().map(pod_name).collect();
+    assert!(!names.contains(&leader), "{leader} is gone: {names:?}");
+    assert_eq!(renewing_holder(node, ns, &names).await, successor);
+    pods
+}
+
+/// A VRouterTarget in `ns` with a valid spec (a VM of the same namespace).
+fn valid_target(name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterTarget",
+        "metadata": {"name": name},
+        "spec": {"provider": {"type": "kubevirt", "kubevirt": {"name": "vm-a"}}},
+    }))
+    .expect("a valid object")
+}
+
+fn targets_api(client: kube::Client, ns: &TestNamespace) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("vrouter.kojuro.date", "v1", "VRouterTarget");
+    Api::namespaced_with(
+        client,
+        ns.name(),
+        &ApiResource::from_gvk_with_plural(&gvk, "vroutertargets"),
+    )
+}
+
+/// Scales the chart's Deployment to `replicas`.
+async fn scale(ns: &TestNamespace, replicas: usize) {
+    ns.api::<Deployment>()
+        .patch(
+            RELEASE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("the chart's Deployment scales");
+}
+
+/// Every replica stopped, so no webhook answers: with the chart's
+/// `failurePolicy: Fail` the API server refuses creates and spec updates,
+/// while status writes, which the webhooks do not intercept, go through
+/// (an operator replica that starts before its webhook is served can still
+/// report). Scaled back, the webhooks admit again.
+async fn webhooks_down_refuse_creates_until_they_return(node: &TestNode, ns: &TestNamespace, pods: &[Pod]) {
+    let targets = targets_api(ns.client(), ns);
+    targets
+        .create(&PostParams::default(), &valid_target("before-outage"))
+        .await
+        .expect("a valid target is admitted while the webhooks run");
+    scale(ns, 0).await;
+    let api: Api<Pod> = ns.api();
+    until(node, "every operator pod gone", || async {
+        let left = api.list(&ListParams::default().labels(SELECTOR)).await.ok()?;
+        left.items.is_empty().then_some(())
+    })
+    .await;
+    let refused = |result: Result<DynamicObject, kube::Error>, what: &str| match result {
+        Err(kube::Error::Api(status)) => assert!(
+            status
+                .message
+                .contains(r#"failed calling webhook "validate.vrouter.kojuro.date""#),
+            "{what}: {}",
+            status.message
+        ),
+        other => panic!("{what} while no webhook runs: {other:?}"),
+    };
+    refused(
+        targets
+            .create(&PostParams::default(), &valid_target("during-outage"))
+            .await,
+        "a create",
+    );
+    let new_spec = Patch::Merge(json!({"spec": {"provider": {"kubevirt": {"name": "vm-b"}}}}));
+    refused(
+        targets.patch("before-outage", &PatchParams::default(), &new_spec).await,
+        "a spec update",
+    );
+    let status = Patch::Merge(json!({"status": {"vmRunning": false}}));
+    targets
+        .patch_status("before-outage", &PatchParams::default(), &status)
+        .await
+        .expect("a status write is not sent to the webhooks");
+    scale(ns, pods.len()).await;
+    operator_pods_ready(node, ns).await;
+    // Ready pods reach the Service's endpoints a moment later.
+    until(node, "the webhooks admitting again", || async {
+        match targets
+            .create(&PostParams::default(), &valid_target("after-outage"))
+            .await
+        {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(status)) if status.message.contains("failed calling webhook") => None,
+            Err(e) => panic!("creating a target after the outage: {e}"),
+        }
+    })
+    .await;
 }
