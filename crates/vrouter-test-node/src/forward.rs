@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::Error;
-use crate::netns::NetNs;
+use crate::netns::{NODE_IP, NetNs};
 use crate::process::Processes;
 use crate::programs::Programs;
 
@@ -35,4 +35,27 @@ pub(crate) fn start(dir: &Path, netns: &NetNs, programs: &Programs, processes: &
     outside.arg(format!("UNIX-CONNECT:{}", socket.display()));
     processes.start("forward-outside", outside)?;
     Ok(port)
+}
+
+/// The reverse path, for pods: a `socat` inside the namespace listens on
+/// [`NODE_IP`]`:<port>` and dials a Unix socket, which a `socat` in the
+/// test's namespace serves by dialling `127.0.0.1:<port>` there. The same
+/// port number on both sides; returns `NODE_IP:port`.
+pub(crate) fn expose(
+    dir: &Path,
+    netns: &NetNs,
+    programs: &Programs,
+    processes: &mut Processes,
+    port: u16,
+) -> Result<String, Error> {
+    let socket = dir.join(format!("exposed-{port}.sock"));
+    let mut outside = Command::new(&programs.socat);
+    outside.arg(format!("UNIX-LISTEN:{},fork", socket.display()));
+    outside.arg(format!("TCP:127.0.0.1:{port}"));
+    processes.start(&format!("expose-{port}-outside"), outside)?;
+    let mut inside = netns.command(&programs.socat);
+    inside.arg(format!("TCP-LISTEN:{port},bind={NODE_IP},fork,reuseaddr"));
+    inside.arg(format!("UNIX-CONNECT:{}", socket.display()));
+    processes.start(&format!("expose-{port}-inside"), inside)?;
+    Ok(format!("{NODE_IP}:{port}"))
 }

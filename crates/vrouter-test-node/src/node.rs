@@ -170,6 +170,16 @@ impl TestNode {
         self.containerd.import(archive)
     }
 
+    /// Makes a service listening on the test's `127.0.0.1:<port>` (a peer
+    /// of the operator: the vrouter-daemon server, a Proxmox API) reachable
+    /// from pods at the returned `NODE_IP:port`, an address inside the
+    /// node's namespace only.
+    pub fn expose(&mut self, port: u16) -> Result<String, Error> {
+        let netns = self.netns.as_ref().expect("a started node has its namespace");
+        let programs = Programs::locate()?;
+        forward::expose(&self.dir, netns, &programs, &mut self.processes, port)
+    }
+
     /// The host process id of a running container, from the
     /// `containerID` of its pod status.
     pub fn container_pid(&self, container_id: &str) -> Result<u32, Error> {

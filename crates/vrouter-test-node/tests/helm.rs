@@ -43,6 +43,9 @@ use tokio::io::AsyncReadExt;
 use vrouter_test_apiserver::TestNamespace;
 use vrouter_test_node::{CURL_IMAGE, NODE_NAME, TestNode};
 
+#[path = "helm/rollout.rs"]
+mod rollout;
+
 /// The variable `cargo xtask test` sets to the image archive it built.
 const IMAGE_ENV: &str = "VROUTER_OPERATOR_IMAGE";
 /// The release name; it contains the chart's name, so it is also the
@@ -59,7 +62,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metrics() {
     let image = OperatorImage::from_env();
     let started = Instant::now();
-    let node = match TestNode::start().await {
+    let mut node = match TestNode::start().await {
         Ok(node) => node,
         Err(e) => panic!("cannot start the test node: {e}"),
     };
@@ -69,6 +72,7 @@ async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metr
         .namespace("vrouter-system")
         .await
         .expect("a namespace with its ServiceAccount");
+    let (_daemon, agents, daemon_address) = rollout::daemon_site(&mut node).await;
     let ca = webhook_certificate(&ns).await;
     let installing = Instant::now();
     helm_install(&node, &ns, &ca).await;
@@ -81,7 +85,7 @@ async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metr
     metrics_are_served_to_readers(&node, &ns, &pods).await;
     the_operators_role_meets_the_kubelet(&node, &ns).await;
     let pods = a_killed_leader_is_restarted(&node, &ns).await;
-    let pods = a_deleted_leader_hands_over(&node, &ns, &pods).await;
+    let pods = rollout::a_rollout_survives_its_leader(&node, &ns, &pods, &daemon_address, &agents).await;
     webhooks_down_refuse_creates_until_they_return(&node, &ns, &pods).await;
     eprintln!("whole test: {:.1}s", started.elapsed().as_secs_f64());
 }
