@@ -40,8 +40,14 @@ fn api_of(ns: &TestNamespace, kind: &str, plural: &str) -> Api<DynamicObject> {
     ns.dynamic_api(&ApiResource::from_gvk_with_plural(&gvk, plural))
 }
 
+/// How long the rollout soaks after a router is Applied: the leader is
+/// deleted within it (a Lease renewal, about 2 s, after the first router is
+/// seen Applied), so no apply is in flight when it stops, whatever the
+/// machine's load.
+const SOAK: &str = "20s";
+
 /// A template, one daemon target per router and a binding that rolls out
-/// one router at a time, soaking 10 s after each is Applied.
+/// one router at a time, soaking [`SOAK`] after each is Applied.
 async fn declare_the_rollout(ns: &TestNamespace, address: &str) {
     create(
         &api_of(ns, "VRouterTemplate", "vroutertemplates"),
@@ -67,7 +73,7 @@ async fn declare_the_rollout(ns: &TestNamespace, address: &str) {
                "metadata": {"name": BINDING},
                "spec": {"templateRefs": [{"name": "host"}],
                         "targetRefs": ROUTERS.iter().map(|r| json!({"name": r})).collect::<Vec<_>>(),
-                        "rollout": {"mode": "WaitForApplied", "pollInterval": "1s", "waitAfterApplied": "10s"}}}),
+                        "rollout": {"mode": "WaitForApplied", "pollInterval": "1s", "waitAfterApplied": SOAK}}}),
     )
     .await;
 }
