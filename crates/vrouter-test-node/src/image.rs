@@ -102,7 +102,9 @@ pub(crate) fn curl(dir: &Path, programs: &Programs) -> Result<PathBuf, Error> {
         (programs.curl.clone(), "usr/bin/curl".to_owned()),
     ];
     files.extend(
-        shared_libraries(&libraries).map(|path| (PathBuf::from(path), path.trim_start_matches('/').to_owned())),
+        shared_libraries(&libraries)?
+            .into_iter()
+            .map(|path| (PathBuf::from(path), path.trim_start_matches('/').to_owned())),
     );
     build(
         dir,
@@ -120,12 +122,26 @@ pub(crate) fn curl(dir: &Path, programs: &Programs) -> Result<PathBuf, Error> {
     )
 }
 
-/// The absolute paths in `ldd`'s output: each library, and the loader.
-fn shared_libraries(ldd: &str) -> impl Iterator<Item = &str> {
-    ldd.lines().filter_map(|line| {
-        let path = line.split("=>").last()?.split_whitespace().next()?;
-        path.starts_with('/').then_some(path)
-    })
+/// The absolute paths in `ldd`'s output: each library, and the loader
+/// under both names when `ldd` shows it as `<interpreter> => <file>`.
+/// A library `ldd` cannot find is an error: curl would not start.
+fn shared_libraries(ldd: &str) -> Result<Vec<&str>, Error> {
+    let mut paths = Vec::new();
+    for line in ldd.lines() {
+        if line.contains("not found") {
+            return Err(Error::ProgramMissing {
+                program: "a library curl needs",
+                package: "curl",
+                path: PathBuf::from(line.trim()),
+            });
+        }
+        paths.extend(
+            line.split("=>")
+                .filter_map(|part| part.split_whitespace().next())
+                .filter(|path| path.starts_with('/')),
+        );
+    }
+    Ok(paths)
 }
 
 /// Writes the image's OCI archive into `dir` and returns its path.
@@ -250,10 +266,21 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 mod tests {
     #[test]
     fn the_libraries_are_the_absolute_paths_ldd_names() {
-        let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibcurl.so.4 => /lib/x86_64-linux-gnu/libcurl.so.4 (0x00007f8f)\n\tlibgone.so.1 => not found\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f8f)\n";
+        let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibcurl.so.4 => /lib/x86_64-linux-gnu/libcurl.so.4 (0x00007f8f)\n\t/lib64/ld-linux-x86-64.so.2 => /usr/lib64/ld-linux-x86-64.so.2 (0x00007f8f)\n";
         assert_eq!(
-            super::shared_libraries(ldd).collect::<Vec<_>>(),
-            ["/lib/x86_64-linux-gnu/libcurl.so.4", "/lib64/ld-linux-x86-64.so.2"]
+            super::shared_libraries(ldd).unwrap(),
+            [
+                "/lib/x86_64-linux-gnu/libcurl.so.4",
+                "/lib64/ld-linux-x86-64.so.2",
+                "/usr/lib64/ld-linux-x86-64.so.2"
+            ]
         );
+    }
+
+    #[test]
+    fn a_library_ldd_cannot_find_is_an_error() {
+        let ldd = "\tlibcurl.so.4 => /lib/x86_64-linux-gnu/libcurl.so.4 (0x00007f8f)\n\tlibgone.so.1 => not found\n";
+        let error = super::shared_libraries(ldd).unwrap_err().to_string();
+        assert!(error.contains("libgone.so.1 => not found"), "{error}");
     }
 }

@@ -42,8 +42,8 @@ fn api_of(ns: &TestNamespace, kind: &str, plural: &str) -> Api<DynamicObject> {
 
 /// How long the rollout soaks after a router is Applied: the leader is
 /// deleted within it (a Lease renewal, about 2 s, after the first router is
-/// seen Applied), so no apply is in flight when it stops, whatever the
-/// machine's load.
+/// seen Applied), so no apply is in flight when it stops; the test checks
+/// the second config is still unwritten just before the deletion.
 const SOAK: &str = "20s";
 
 /// A template, one daemon target per router and a binding that rolls out
@@ -124,7 +124,14 @@ pub async fn a_rollout_survives_its_leader(
         first_applied.1, 1,
         "the second router's config is written only after the soak"
     );
-    let pods = a_deleted_leader_hands_over(node, ns, pods).await;
+    let names: Vec<String> = pods.iter().map(pod_name).collect();
+    let leader = renewing_holder(node, ns, &names).await;
+    let written = configs_by_router(ns).await.expect("the configs").len();
+    assert_eq!(
+        written, 1,
+        "the soak ended before the leader could be deleted: {SOAK} is too short here"
+    );
+    let pods = a_deleted_leader_hands_over(node, ns, &leader).await;
     let bindings = api_of(ns, "VRouterBinding", "vrouterbindings");
     until(node, "the binding Ready", || async {
         let binding = bindings.get(BINDING).await.ok()?;
