@@ -23,7 +23,7 @@ use vrouter_test_apiserver::TestEnv;
 
 use common::https::{self, connect_tls};
 use common::operator_process::OperatorProcess;
-use common::shipped_rbac::{self, service_account_token};
+use common::shipped_rbac;
 use common::wait_for;
 
 /// Installs the shipped roles (once per test binary) and returns a token of
@@ -37,7 +37,9 @@ async fn operator_token(env: &TestEnv) -> String {
             shipped_rbac::install(&env.client(), &objects).await;
         })
         .await;
-    service_account_token(env, "vrouter-system", "vrouter-operator").await
+    env.service_account_token("vrouter-system", "vrouter-operator")
+        .await
+        .unwrap()
 }
 
 /// A ServiceAccount `name` in `namespace`, optionally bound to `cluster_role`.
@@ -57,7 +59,7 @@ async fn account(env: &TestEnv, namespace: &str, name: &str, cluster_role: Optio
             .await
             .unwrap();
     }
-    service_account_token(env, namespace, name).await
+    env.service_account_token(namespace, name).await.unwrap()
 }
 
 async fn started(env: &TestEnv, hint: &str) -> (OperatorProcess, String) {

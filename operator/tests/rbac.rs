@@ -13,14 +13,17 @@ use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus};
 use vrouter_operator::context::Settings;
 use vrouter_test_apiserver::TestEnv;
 
-use common::shipped_rbac::{self, service_account_client};
+use common::shipped_rbac;
 use common::{condition, create, final_phase, site_as, wait_for};
 
 #[tokio::test]
 async fn the_operator_applies_with_only_its_cluster_role() {
     let env = TestEnv::shared().await;
     shipped_rbac::install(&env.client(), &shipped_rbac::plain_manifest("rbac.yaml")).await;
-    let client = service_account_client(env, "vrouter-system", "vrouter-operator").await;
+    let client = env
+        .service_account_client("vrouter-system", "vrouter-operator")
+        .await
+        .unwrap();
     // The token really is restricted: nodes are not the operator's business.
     let forbidden = Api::<Node>::all(client.clone())
         .list(&Default::default())

@@ -38,7 +38,7 @@ use vrouter_test_peers::vm::router::router_overlay;
 
 use common::https;
 use common::operator_process::OperatorProcess;
-use common::shipped_rbac::{self, service_account_token};
+use common::shipped_rbac;
 use common::{create, final_phase, install_vmi_crd, wait_for};
 
 const OPERATOR: &str = "system:serviceaccount:vrouter-system:vrouter-operator";
@@ -315,7 +315,10 @@ async fn the_shipped_roles_grant_exactly_what_the_operator_does() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
 
-    let token = service_account_token(&env, "vrouter-system", "vrouter-operator").await;
+    let token = env
+        .service_account_token("vrouter-system", "vrouter-operator")
+        .await
+        .unwrap();
     let mut operator = OperatorProcess::start(
         &env,
         &token,
@@ -472,7 +475,7 @@ async fn the_shipped_roles_grant_exactly_what_the_operator_does() {
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
-    let reader_token = service_account_token(&env, tenant.name(), "prometheus").await;
+    let reader_token = env.service_account_token(tenant.name(), "prometheus").await.unwrap();
     let header = format!("Bearer {reader_token}");
     wait_for("/metrics for the reader", Duration::from_secs(30), || async {
         let answer = https::https(
@@ -547,7 +550,10 @@ async fn the_shipped_roles_grant_exactly_what_the_operator_does() {
     operator.terminate();
 
     // What the secret policy keeps from the operator, though RBAC grants the verbs.
-    let as_operator = shipped_rbac::service_account_client(&env, "vrouter-system", "vrouter-operator").await;
+    let as_operator = env
+        .service_account_client("vrouter-system", "vrouter-operator")
+        .await
+        .unwrap();
     // A Secret that would be given a token of the ServiceAccount it names.
     let foreign: Secret = serde_json::from_value(json!({
         "metadata": {"name": "not-ours", "annotations": {"kubernetes.io/service-account.name": "prometheus"}},

@@ -26,7 +26,7 @@ use vrouter_providers::{FactoryContext, GuestPaths, GuestTiming, KubeLookup, Obj
 use vrouter_qga::Agent;
 use vrouter_test_apiserver::TestEnv;
 
-use common::shipped_rbac::{self, service_account_client};
+use common::shipped_rbac;
 use common::{create, install_vmi_crd, start_controllers, wait_for};
 
 /// A kind of request a provider makes, and the role rule that allows it.
@@ -222,12 +222,13 @@ async fn check_shipped_role(env: &TestEnv, objects: &[Value], namespace: &str) {
         .iter()
         .find(|o| o["kind"] == "ServiceAccount")
         .expect("the shipped RBAC has a ServiceAccount");
-    let client = service_account_client(
-        env,
-        account["metadata"]["namespace"].as_str().unwrap(),
-        account["metadata"]["name"].as_str().unwrap(),
-    )
-    .await;
+    let client = env
+        .service_account_client(
+            account["metadata"]["namespace"].as_str().unwrap(),
+            account["metadata"]["name"].as_str().unwrap(),
+        )
+        .await
+        .unwrap();
     let vmis: Api<DynamicObject> = Api::namespaced_with(env.client(), namespace, &vmi_resource());
     let vmi: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
@@ -315,7 +316,10 @@ async fn a_role_without_exec_get_is_named_in_the_config_status() {
     shipped_rbac::install(&env.client(), &objects).await;
     let role = operator_role(&objects);
     set_rules(env, &role, &without(&role["rules"], "pods/exec", "get")).await;
-    let client = service_account_client(env, "narrow-system", "narrow-vrouter-operator").await;
+    let client = env
+        .service_account_client("narrow-system", "narrow-vrouter-operator")
+        .await
+        .unwrap();
     let ns = env.namespace("authz-status").await;
     until_authoriser_says(&client, ns.name(), ("", "pods", "exec", "get"), false).await;
 

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -114,6 +115,35 @@ impl TestEnv {
     /// than keeping one.
     pub fn client(&self) -> Client {
         Client::try_from(self.config.clone()).expect("a kube client builds from the harness's own config")
+    }
+
+    /// A token of ServiceAccount `namespace/name` from the TokenRequest API,
+    /// valid for an hour: what the kubelet mounts into a pod of that account.
+    pub async fn service_account_token(&self, namespace: &str, name: &str) -> Result<String, Error> {
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Api::<ServiceAccount>::namespaced(self.client(), namespace)
+            .create_token_request(name, &PostParams::default(), &request)
+            .await?
+            .status
+            .and_then(|s| s.token)
+            .ok_or_else(|| Error::NoToken(format!("{namespace}/{name}")))
+    }
+
+    /// A client that authenticates as ServiceAccount `namespace/name` with a
+    /// [`TestEnv::service_account_token`]: the real authoriser judges what it
+    /// may do.
+    pub async fn service_account_client(&self, namespace: &str, name: &str) -> Result<Client, Error> {
+        let token = self.service_account_token(namespace, name).await?;
+        let mut config = self.config.clone();
+        config.auth_info =
+            serde_json::from_value(serde_json::json!({ "token": token })).expect("a token is valid credentials");
+        Ok(Client::try_from(config)?)
     }
 
     /// The client configuration behind [`TestEnv::client`].

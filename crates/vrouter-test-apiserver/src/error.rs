@@ -44,6 +44,9 @@ pub enum Error {
     Kubeconfig(#[from] kube::config::KubeconfigError),
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The TokenRequest API answered without a token.
+    #[error("the API server issued no token for ServiceAccount {0}")]
+    NoToken(String),
     #[error("etcd: {0}")]
     Etcd(String),
     #[error("webhook TLS configuration: {0}")]

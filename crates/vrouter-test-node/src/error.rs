@@ -55,6 +55,9 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("no task for container {0} in containerd")]
     NoSuchTask(String),
+    /// [`crate::TestNode::expose`] was asked for a port it already serves.
+    #[error("port {0} is already exposed to the node's pods")]
+    AlreadyExposed(u16),
 }
 
 impl Error {

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::Error;
 use crate::config::PAUSE_IMAGE;
-use crate::programs::{Programs, run};
+use crate::programs::{CurlPrograms, Programs, run};
 
 /// The test image: a static busybox, `/bin/sh` by default.
 pub const BUSYBOX_IMAGE: &str = "localhost/vrouter-test-node/busybox:1";
@@ -96,10 +96,11 @@ pub(crate) fn busybox(dir: &Path, programs: &Programs) -> Result<PathBuf, Error>
 /// The image [`CURL_IMAGE`]: `curl` and every library `ldd` says it
 /// loads, at their host paths, with busybox's `sh`, `cat` and `sleep`.
 pub(crate) fn curl(dir: &Path, programs: &Programs) -> Result<PathBuf, Error> {
-    let libraries = run(Command::new(&programs.ldd).arg(&programs.curl))?;
+    let curl = CurlPrograms::locate()?;
+    let libraries = run(Command::new(&curl.ldd).arg(&curl.curl))?;
     let mut files = vec![
         (programs.busybox.clone(), "bin/busybox".to_owned()),
-        (programs.curl.clone(), "usr/bin/curl".to_owned()),
+        (curl.curl.clone(), "usr/bin/curl".to_owned()),
     ];
     files.extend(
         shared_libraries(&libraries)?

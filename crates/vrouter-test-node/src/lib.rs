@@ -6,9 +6,10 @@
 //! `Node,RBAC` authorization and ServiceAccount admission),
 //! kube-controller-manager, kube-scheduler, containerd (Debian's, with
 //! runc and the CNI bridge plugin), the kubelet and kube-proxy; imports a
-//! static `pause` as the sandbox image, a static busybox as
-//! [`BUSYBOX_IMAGE`] and the host's curl as [`CURL_IMAGE`]; and waits
-//! until the Node is Ready.
+//! static `pause` as the sandbox image and a static busybox as
+//! [`BUSYBOX_IMAGE`]; and waits until the Node is Ready.
+//! [`TestNode::import_curl_image`] adds the host's curl as [`CURL_IMAGE`]
+//! for the tests that scrape over TLS.
 //!
 //! # Networking
 //!
@@ -33,7 +34,8 @@
 //!
 //! Root; `cargo xtask testenv` for the Kubernetes binaries; the Debian
 //! packages `cargo xtask test` installs (containerd, runc,
-//! containernetworking-plugins, iptables, socat, busybox-static, gcc, curl). A
+//! containernetworking-plugins, iptables, socat, busybox-static, gcc; curl
+//! for [`CURL_IMAGE`]). A
 //! test that finds one missing fails saying so; it never passes without a node.
 
 mod components;
@@ -54,4 +56,4 @@ pub use config::NODE_NAME;
 pub use error::Error;
 pub use image::{BUSYBOX_IMAGE, CURL_IMAGE};
 pub use netns::NODE_IP;
-pub use node::TestNode;
+pub use node::{TestNode, WAIT_TIMEOUT};

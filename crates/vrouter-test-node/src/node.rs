@@ -3,6 +3,7 @@
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
@@ -19,13 +20,16 @@ use crate::host_state::{HostState, unmount_under};
 use crate::image;
 use crate::netns::{NODE_IP, NetNs};
 use crate::process::Processes;
-use crate::programs::{Programs, require_root};
+use crate::programs::{Programs, require_root, run};
 use crate::watchdog::Watchdog;
 
 /// Node Ready takes about 10 s on an idle machine; the margin is for one
 /// busy compiling.
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
 const POLL: Duration = Duration::from_millis(500);
+/// How long [`TestNode::until`] waits: a pod scheduled, its image
+/// unpacked and its container Ready take seconds, more on a busy machine.
+pub const WAIT_TIMEOUT: Duration = Duration::from_secs(120);
 /// One node per machine at a time: the kubelet hard-codes host paths
 /// (`/var/lib/kubelet/device-plugins`) and the `kubepods` cgroups.
 const LOCK_FILE: &str = "/tmp/vrouter-test-node.lock";
@@ -93,7 +97,6 @@ impl TestNode {
         self.containerd.start(netns, programs, &mut self.processes).await?;
         self.containerd.import(&image::pause(&self.dir, programs)?)?;
         self.containerd.import(&image::busybox(&self.dir, programs)?)?;
-        self.containerd.import(&image::curl(&self.dir, programs)?)?;
         self.processes
             .start("kube-controller-manager", components.controller_manager()?)?;
         self.processes.start("kube-scheduler", components.scheduler()?)?;
@@ -164,6 +167,14 @@ impl TestNode {
         Ok(namespace)
     }
 
+    /// Builds [`crate::CURL_IMAGE`] from the host's curl and imports it;
+    /// returns its name. Only the tests that scrape need curl installed.
+    pub fn import_curl_image(&self) -> Result<&'static str, Error> {
+        let programs = Programs::locate()?;
+        self.containerd.import(&image::curl(&self.dir, &programs)?)?;
+        Ok(crate::CURL_IMAGE)
+    }
+
     /// Imports an OCI image archive (e.g. the operator's) for pods with
     /// `imagePullPolicy: Never`.
     pub fn import_image(&self, archive: &Path) -> Result<(), Error> {
@@ -173,7 +184,8 @@ impl TestNode {
     /// Makes a service listening on the test's `127.0.0.1:<port>` (a peer
     /// of the operator: the vrouter-daemon server, a Proxmox API) reachable
     /// from pods at the returned `NODE_IP:port`, an address inside the
-    /// node's namespace only.
+    /// node's namespace only. Fails, naming the port, when nothing listens
+    /// there within seconds (the port is taken inside the namespace).
     pub fn expose(&mut self, port: u16) -> Result<String, Error> {
         let netns = self.netns.as_ref().expect("a started node has its namespace");
         let programs = Programs::locate()?;
@@ -184,6 +196,39 @@ impl TestNode {
     /// `containerID` of its pod status.
     pub fn container_pid(&self, container_id: &str) -> Result<u32, Error> {
         self.containerd.task_pid(container_id)
+    }
+
+    /// SIGKILLs a running container's main process from the host, as a
+    /// crash would end it (`containerID` of its pod status); the kubelet
+    /// decides what follows.
+    pub fn kill_container(&self, container_id: &str) -> Result<(), Error> {
+        let pid = self.container_pid(container_id)?;
+        run(Command::new("kill").args(["-9", &pid.to_string()]))?;
+        Ok(())
+    }
+
+    /// Polls `check` every half second until it gives a value.
+    ///
+    /// # Panics
+    /// After [`WAIT_TIMEOUT`], naming `what`, with the kubelet's last log
+    /// lines.
+    pub async fn until<T, F, Fut>(&self, what: &str, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        let started = Instant::now();
+        loop {
+            if let Some(value) = check().await {
+                return value;
+            }
+            assert!(
+                started.elapsed() < WAIT_TIMEOUT,
+                "{what}: not within {WAIT_TIMEOUT:?}; last kubelet log lines:\n{}",
+                self.log_tail("kubelet")
+            );
+            tokio::time::sleep(POLL).await;
+        }
     }
 
     /// The last lines a component logged (`kubelet`, `containerd`, …).

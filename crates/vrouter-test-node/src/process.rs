@@ -44,8 +44,8 @@ impl Processes {
         }
     }
 
-    /// Starts `command` as `name`, output to `<name>.log`.
-    pub fn start(&mut self, name: &str, mut command: Command) -> Result<(), Error> {
+    /// Starts `command` as `name`, output to `<name>.log`; returns its pid.
+    pub fn start(&mut self, name: &str, mut command: Command) -> Result<u32, Error> {
         let log = self.log_path(name);
         let out = File::create(&log).map_err(Error::io(format!("creating {}", log.display())))?;
         let err = out
@@ -60,10 +60,31 @@ impl Processes {
             .map_err(Error::io(format!("starting {name} ({command:?})")))?;
         let pid = child.id();
         self.running.push((name.to_owned(), child));
-        match &mut self.watchdog {
-            Some(watchdog) => watchdog.tell("group", &pid.to_string()),
-            None => Ok(()),
+        if let Some(watchdog) = &mut self.watchdog {
+            watchdog.tell("group", &pid.to_string())?;
         }
+        Ok(pid)
+    }
+
+    /// Fails with its log tail when `name` has exited.
+    pub fn check(&mut self, name: &str) -> Result<(), Error> {
+        for (running, child) in &mut self.running {
+            if running == name
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(Error::Exited {
+                    name: name.to_owned(),
+                    status,
+                    log_tail: log_tail(&self.log_dir.join(format!("{name}.log"))),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a process named `name` was started (and not stopped).
+    pub fn has(&self, name: &str) -> bool {
+        self.running.iter().any(|(n, _)| n == name)
     }
 
     pub fn log_path(&self, name: &str) -> PathBuf {

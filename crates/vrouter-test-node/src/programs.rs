@@ -21,8 +21,22 @@ pub(crate) struct Programs {
     pub busybox: PathBuf,
     pub gcc: PathBuf,
     pub tar: PathBuf,
+}
+
+/// What [`crate::CURL_IMAGE`] is built from, looked for only by the tests
+/// that import it.
+pub(crate) struct CurlPrograms {
     pub curl: PathBuf,
     pub ldd: PathBuf,
+}
+
+impl CurlPrograms {
+    pub fn locate() -> Result<CurlPrograms, Error> {
+        Ok(CurlPrograms {
+            curl: find("curl", "curl", &["/usr/bin/curl"])?,
+            ldd: find("ldd", "libc-bin", &["/usr/bin/ldd", "/bin/ldd"])?,
+        })
+    }
 }
 
 impl Programs {
@@ -45,8 +59,6 @@ impl Programs {
             busybox: find("busybox", "busybox-static", &["/bin/busybox", "/usr/bin/busybox"])?,
             gcc: find("gcc", "gcc", &["/usr/bin/gcc"])?,
             tar: find("tar", "tar", &["/usr/bin/tar", "/bin/tar"])?,
-            curl: find("curl", "curl", &["/usr/bin/curl"])?,
-            ldd: find("ldd", "libc-bin", &["/usr/bin/ldd", "/bin/ldd"])?,
         })
     }
 }

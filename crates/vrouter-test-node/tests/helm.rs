@@ -21,13 +21,11 @@
 //! given as `webhook.caBundle`, as the chart documents for clusters without
 //! cert-manager.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -42,7 +40,7 @@ use rcgen::{
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use vrouter_test_apiserver::TestNamespace;
-use vrouter_test_node::{CURL_IMAGE, NODE_NAME, TestNode};
+use vrouter_test_node::{NODE_NAME, TestNode, WAIT_TIMEOUT};
 
 #[path = "helm/rollout.rs"]
 mod rollout;
@@ -57,7 +55,6 @@ const SELECTOR: &str = "app.kubernetes.io/name=vrouter-operator,app.kubernetes.i
 /// The pod and ServiceAccount that scrape `/metrics` from inside the cluster.
 const SCRAPER: &str = "scraper";
 const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-const TIMEOUT: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metrics() {
@@ -230,16 +227,17 @@ async fn helm_install(node: &TestNode, ns: &TestNamespace, ca_pem: &str) {
 /// The chart's replicas, all Running and Ready on the node.
 async fn operator_pods_ready(node: &TestNode, ns: &TestNamespace) -> Vec<Pod> {
     let api: Api<Pod> = ns.api();
-    let pods = until(node, "both operator replicas Running and Ready", || async {
-        let list = api.list(&ListParams::default().labels(SELECTOR)).await.ok()?;
-        let live: Vec<Pod> = list
-            .items
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect();
-        (live.len() == REPLICAS && live.iter().all(is_ready)).then_some(live)
-    })
-    .await;
+    let pods = node
+        .until("both operator replicas Running and Ready", || async {
+            let list = api.list(&ListParams::default().labels(SELECTOR)).await.ok()?;
+            let live: Vec<Pod> = list
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            (live.len() == REPLICAS && live.iter().all(is_ready)).then_some(live)
+        })
+        .await;
     for pod in &pods {
         assert_eq!(pod.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some(NODE_NAME));
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -318,12 +316,13 @@ async fn one_replica_leads(node: &TestNode, ns: &TestNamespace, pods: &[Pod]) {
     let holder = renewing_holder(node, ns, &names).await;
     let api: Api<Pod> = ns.api();
     for name in &names {
-        let leads = until(node, "the replica's log", || async {
-            let log = api.logs(name, &LogParams::default()).await.ok()?;
-            log.contains("competing for the Lease")
-                .then(|| log.contains(r#""message":"leading""#))
-        })
-        .await;
+        let leads = node
+            .until("the replica's log", || async {
+                let log = api.logs(name, &LogParams::default()).await.ok()?;
+                log.contains("competing for the Lease")
+                    .then(|| log.contains(r#""message":"leading""#))
+            })
+            .await;
         assert_eq!(
             leads,
             *name == holder,
@@ -345,15 +344,16 @@ async fn the_webhook_refuses_an_invalid_target(node: &TestNode, ns: &TestNamespa
     .expect("a valid object");
     // Ready pods reach the Service's endpoints a moment later: until then
     // the API server cannot call the webhook at all.
-    let message = until(node, "the webhook answering", || async {
-        match targets.create(&PostParams::default(), &target).await {
-            Ok(_) => panic!("the invalid VRouterTarget was admitted"),
-            Err(kube::Error::Api(status)) if status.message.contains("failed calling webhook") => None,
-            Err(kube::Error::Api(status)) => Some(status.message),
-            Err(e) => panic!("creating the VRouterTarget: {e}"),
-        }
-    })
-    .await;
+    let message = node
+        .until("the webhook answering", || async {
+            match targets.create(&PostParams::default(), &target).await {
+                Ok(_) => panic!("the invalid VRouterTarget was admitted"),
+                Err(kube::Error::Api(status)) if status.message.contains("failed calling webhook") => None,
+                Err(kube::Error::Api(status)) => Some(status.message),
+                Err(e) => panic!("creating the VRouterTarget: {e}"),
+            }
+        })
+        .await;
     for part in [
         r#"admission webhook "validate.vrouter.kojuro.date" denied the request"#,
         "spec.provider.proxmox: must be set when spec.provider.type is proxmox",
@@ -377,24 +377,26 @@ async fn metrics_are_served_to_readers(node: &TestNode, ns: &TestNamespace, pods
     // The chart's Service port is the container's (metrics.port).
     let port = spec.ports.expect("ports")[0].port;
     let address = format!("{}:{port}", spec.cluster_ip.expect("a cluster IP"));
-    let anonymous = until(node, "an anonymous scrape answered", || async {
-        exec(ns, &scraper, &scrape(&address, false))
-            .await
-            .filter(|text| !text.contains("\nstatus 000\n"))
-    })
-    .await;
+    let anonymous = node
+        .until("an anonymous scrape answered", || async {
+            exec(ns, &scraper, &scrape(&address, false))
+                .await
+                .filter(|text| !text.contains("\nstatus 000\n"))
+        })
+        .await;
     assert!(
         anonymous.contains("\nstatus 401\n") && !anonymous.contains("# TYPE"),
         "without a token: {anonymous}"
     );
     // Each replica caches an answer for a minute: a refusal from before
     // the binding reached the API server's authoriser lasts that long.
-    let served = until(node, "metrics served to the reader", || async {
-        let text = exec(ns, &scraper, &scrape(&address, true)).await?;
-        let complete = text.contains("# TYPE vrouter_") && text.contains("# EOF\n");
-        (complete && text.ends_with("\nstatus 200\nexit 0\n")).then_some(text)
-    })
-    .await;
+    let served = node
+        .until("metrics served to the reader", || async {
+            let text = exec(ns, &scraper, &scrape(&address, true)).await?;
+            let complete = text.contains("# TYPE vrouter_") && text.contains("# EOF\n");
+            (complete && text.ends_with("\nstatus 200\nexit 0\n")).then_some(text)
+        })
+        .await;
     assert!(
         !served.contains("Unauthorized") && !served.contains("Forbidden"),
         "{served}"
@@ -405,7 +407,7 @@ async fn metrics_are_served_to_readers(node: &TestNode, ns: &TestNamespace, pods
         let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).expect("a pod IP");
         // A replica keeps a refusal from before the binding for a minute.
         scraped.push(
-            until(node, "each replica serving the reader", || async {
+            node.until("each replica serving the reader", || async {
                 let text = exec(ns, &scraper, &scrape(&format!("{ip}:{port}"), true)).await?;
                 text.ends_with("\nstatus 200\nexit 0\n").then_some(text)
             })
@@ -447,6 +449,9 @@ fn sample(text: &str, series: &str) -> f64 {
 /// A pod with curl whose ServiceAccount is bound to the chart's
 /// `metrics-reader` ClusterRole; returns its name once it runs.
 async fn start_scraper(node: &TestNode, ns: &TestNamespace) -> String {
+    let image = node
+        .import_curl_image()
+        .expect("the curl image (curl installed on the host)");
     let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": SCRAPER}})).expect("an account");
     ns.api::<ServiceAccount>()
         .create(&PostParams::default(), &account)
@@ -468,7 +473,7 @@ async fn start_scraper(node: &TestNode, ns: &TestNamespace) -> String {
             "serviceAccountName": SCRAPER,
             "terminationGracePeriodSeconds": 1,
             "containers": [{
-                "name": "main", "image": CURL_IMAGE, "imagePullPolicy": "Never",
+                "name": "main", "image": image, "imagePullPolicy": "Never",
                 "command": ["/bin/sh", "-c", "while true; do sleep 1; done"],
             }],
         },
@@ -478,7 +483,7 @@ async fn start_scraper(node: &TestNode, ns: &TestNamespace) -> String {
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("the scraper pod");
-    until(node, "the scraper pod Ready", || async {
+    node.until("the scraper pod Ready", || async {
         pods.get(SCRAPER).await.ok().filter(is_ready)
     })
     .await;
@@ -500,27 +505,6 @@ async fn exec(ns: &TestNamespace, pod: &str, script: &str) -> Option<String> {
     drop(stdout);
     let joined = attached.join().await;
     (read.is_ok() && joined.is_ok()).then_some(out)
-}
-
-/// Polls `check` until it gives a value; panics after [`TIMEOUT`] with the
-/// kubelet's last log lines.
-async fn until<T, F, Fut>(node: &TestNode, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            started.elapsed() < TIMEOUT,
-            "{what}: not within {TIMEOUT:?}; last kubelet log lines:\n{}",
-            node.log_tail("kubelet")
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 /// The Lease's holder, once a replica among `names` holds it and has
@@ -554,8 +538,8 @@ async fn renewing_holder(node: &TestNode, ns: &TestNamespace, names: &[String]) 
             seen = now;
         }
         assert!(
-            started.elapsed() < TIMEOUT,
-            "a replica among {names:?} holding and renewing the Lease: not within {TIMEOUT:?}; last seen {seen:?}; \
+            started.elapsed() < WAIT_TIMEOUT,
+            "a replica among {names:?} holding and renewing the Lease: not within {WAIT_TIMEOUT:?}; last seen {seen:?}; \
              last kubelet log lines:\n{}",
             node.log_tail("kubelet")
         );
@@ -569,24 +553,11 @@ async fn renewing_holder(node: &TestNode, ns: &TestNamespace, names: &[String]) 
 /// KubeVirt provider's path), and what the role does not grant is refused
 /// with 403 by the real authoriser.
 async fn the_operators_role_meets_the_kubelet(node: &TestNode, ns: &TestNamespace) {
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = ns
-        .api::<ServiceAccount>()
-        .create_token_request(RELEASE, &PostParams::default(), &request)
+    let operator = node
+        .env()
+        .service_account_client(ns.name(), RELEASE)
         .await
-        .expect("a token of the chart's ServiceAccount")
-        .status
-        .and_then(|s| s.token)
-        .expect("the API server issued a token");
-    let mut config = node.env().config().clone();
-    config.auth_info = serde_json::from_value(json!({"token": token})).expect("token credentials");
-    let operator = kube::Client::try_from(config).expect("a client as the operator");
+        .expect("a client as the chart's ServiceAccount");
     let pods: Api<Pod> = Api::namespaced(operator.clone(), ns.name());
     let params = AttachParams::default().stdin(false).stdout(true).stderr(false);
     let mut attached = pods
@@ -647,15 +618,9 @@ async fn a_killed_leader_is_restarted(node: &TestNode, ns: &TestNamespace) -> Ve
     let leader = renewing_holder(node, ns, &names).await;
     let api: Api<Pod> = ns.api();
     let (killed_id, restarts, _) = container(&api.get(&leader).await.expect("the leader's pod")).expect("a container");
-    let pid = node
-        .container_pid(&killed_id)
-        .expect("containerd knows the leader's container");
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success(), "kill -9 {pid}");
-    until(node, "the killed leader restarted and Ready", || async {
+    node.kill_container(&killed_id)
+        .expect("kill -9 of the leader's container");
+    node.until("the killed leader restarted and Ready", || async {
         let (id, now_restarts, ready) = container(&api.get(&leader).await.ok()?)?;
         (id != killed_id && now_restarts > restarts && ready).then_some(())
     })
@@ -675,11 +640,12 @@ async fn a_deleted_leader_hands_over(node: &TestNode, ns: &TestNamespace, leader
         .await
         .expect("the leader's pod is deleted");
     let deleted = Instant::now();
-    let successor = until(node, "another replica holding the Lease", || async {
-        let holder = leases.get(&lease).await.ok()?.spec?.holder_identity?;
-        (!holder.is_empty() && holder != leader).then_some(holder)
-    })
-    .await;
+    let successor = node
+        .until("another replica holding the Lease", || async {
+            let holder = leases.get(&lease).await.ok()?.spec?.holder_identity?;
+            (!holder.is_empty() && holder != leader).then_some(holder)
+        })
+        .await;
     let handover = deleted.elapsed();
     eprintln!(
         "Lease handed from {leader} to {successor} in {:.1}s",
@@ -744,7 +710,7 @@ async fn webhooks_down_refuse_creates_until_they_return(node: &TestNode, ns: &Te
         .expect("a valid target is admitted while the webhooks run");
     scale(ns, 0).await;
     let api: Api<Pod> = ns.api();
-    until(node, "every operator pod gone", || async {
+    node.until("every operator pod gone", || async {
         let left = api.list(&ListParams::default().labels(SELECTOR)).await.ok()?;
         left.items.is_empty().then_some(())
     })
@@ -778,7 +744,7 @@ async fn webhooks_down_refuse_creates_until_they_return(node: &TestNode, ns: &Te
     scale(ns, pods.len()).await;
     operator_pods_ready(node, ns).await;
     // Ready pods reach the Service's endpoints a moment later.
-    until(node, "the webhooks admitting again", || async {
+    node.until("the webhooks admitting again", || async {
         match targets
             .create(&PostParams::default(), &valid_target("after-outage"))
             .await

@@ -4,10 +4,6 @@
 //! Service IP through kube-proxy, a deleted pod is replaced, and a
 //! container killed from the host is restarted by the kubelet.
 
-use std::future::Future;
-use std::process::Command;
-use std::time::{Duration, Instant};
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -16,15 +12,15 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 use vrouter_test_node::{BUSYBOX_IMAGE, NODE_NAME, TestNode};
 
-const TIMEOUT: Duration = Duration::from_secs(120);
 const APP: &str = "probe";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployment_runs_answers_exec_and_recovers_on_the_test_node() {
-    let node = match TestNode::start().await {
+    let mut node = match TestNode::start().await {
         Ok(node) => node,
         Err(e) => panic!("cannot start the test node: {e}"),
     };
+    a_taken_port_is_not_exposed(&mut node);
     let ns = node
         .namespace("node-probe")
         .await
@@ -36,7 +32,9 @@ async fn a_deployment_runs_answers_exec_and_recovers_on_the_test_node() {
         .await
         .expect("the Deployment is created");
 
-    let first = until(&node, "the probe pod Running and Ready", || ready_pod(&pods, None)).await;
+    let first = node
+        .until("the probe pod Running and Ready", || ready_pod(&pods, None))
+        .await;
     assert_eq!(
         first.spec.as_ref().and_then(|s| s.node_name.as_deref()),
         Some(NODE_NAME)
@@ -64,11 +62,22 @@ async fn a_deployment_runs_answers_exec_and_recovers_on_the_test_node() {
     pods.delete(&name, &DeleteParams::default())
         .await
         .expect("the pod is deleted");
-    let second = until(&node, "a replacement pod Running and Ready", || {
-        ready_pod(&pods, Some(&name))
-    })
-    .await;
+    let second = node
+        .until("a replacement pod Running and Ready", || ready_pod(&pods, Some(&name)))
+        .await;
     assert_ne!(second.metadata.name.as_deref(), Some(name.as_str()));
+}
+
+/// The API server listens on all the namespace's addresses at 6443:
+/// exposing that port fails at once, naming it, and twice is refused too.
+fn a_taken_port_is_not_exposed(node: &mut TestNode) {
+    let taken = node.expose(6443).expect_err("the API server's port is taken");
+    assert!(taken.to_string().contains("6443"), "{taken}");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    node.expose(port).expect("a free port is exposed");
+    let twice = node.expose(port).expect_err("a port exposed twice");
+    assert!(twice.to_string().contains(&port.to_string()), "{twice}");
 }
 
 /// SIGKILLs the container's main process from the host; the kubelet must
@@ -82,16 +91,9 @@ async fn restarts_a_killed_container(node: &TestNode, pods: &Api<Pod>, name: &st
         .unwrap_or_default()[0];
     assert_eq!(status.restart_count, 0);
     let container_id = status.container_id.clone().expect("a running container has an ID");
-    let pid = node
-        .container_pid(&container_id)
-        .expect("containerd knows the container's task");
-    let killed = Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success(), "kill -9 {pid}");
+    node.kill_container(&container_id).expect("kill -9 of the container");
     let killed_id = container_id.as_str();
-    until(node, "the killed container restarted and Ready", move || async move {
+    node.until("the killed container restarted and Ready", move || async move {
         let pod = pods.get(name).await.ok()?;
         let status = pod.status?.container_statuses?.into_iter().next()?;
         (status.restart_count >= 1 && status.ready && status.container_id.as_deref() != Some(killed_id)).then_some(())
@@ -154,25 +156,4 @@ async fn exec(pods: &Api<Pod>, name: &str, script: &str) -> String {
     drop(stdout);
     attached.join().await.expect("the exec session ends");
     out
-}
-
-/// Polls `check` until it gives a value; panics after [`TIMEOUT`] with the
-/// kubelet's last log lines.
-async fn until<T, F, Fut>(node: &TestNode, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            started.elapsed() < TIMEOUT,
-            "{what}: not within {TIMEOUT:?}; last kubelet log lines:\n{}",
-            node.log_tail("kubelet")
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }

@@ -5,8 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Scope, pinned_kind};
@@ -122,34 +121,6 @@ pub async fn install(client: &kube::Client, objects: &[Value]) {
             .await
             .unwrap_or_else(|e| panic!("creating {} {}: {e}", object["kind"], object["metadata"]["name"]));
     }
-}
-
-/// A client that authenticates as ServiceAccount `namespace/name`, with a
-/// token from the TokenRequest API (as a projected token in a pod).
-pub async fn service_account_client(env: &TestEnv, namespace: &str, name: &str) -> kube::Client {
-    let token = service_account_token(env, namespace, name).await;
-    let mut config = env.config().clone();
-    config.auth_info = serde_json::from_value(json!({"token": token})).unwrap();
-    kube::Client::try_from(config).unwrap()
-}
-
-/// A token of ServiceAccount `namespace/name` from the TokenRequest API.
-pub async fn service_account_token(env: &TestEnv, namespace: &str, name: &str) -> String {
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    Api::<ServiceAccount>::namespaced(env.client(), namespace)
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token
-        .expect("the API server issued a token")
 }
 
 /// A kubeconfig file for the test API server that authenticates with

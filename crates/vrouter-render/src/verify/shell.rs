@@ -623,6 +623,12 @@ impl Reader<'_> {
                         if self.token()? == Tok::Op("(") {
                             return self.not_analysed(word.start, "a function definition");
                         }
+                        // Only after a redirection or an assignment: bash
+                        // runs `<x }` as a command named `}`, where other
+                        // shells see a misplaced `}`.
+                        if is_reserved(&self.s[word.clone()]) {
+                            return self.not_analysed(word.start, "a reserved word as a command's name");
+                        }
                         name = Some(word);
                     }
                 }
@@ -763,7 +769,10 @@ impl Reader<'_> {
     }
 
     /// `` `…` ``: ends at the first unescaped backquote (bash's
-    /// `parse_matched_pair`, which does not look at quotes inside).
+    /// `parse_matched_pair`, which does not look at quotes inside). Bash
+    /// parses the inside only when it runs it; it is parsed here already, so
+    /// that a command bash cannot parse is refused when the template renders,
+    /// not met on the router halfway through an apply.
     fn backquoted(&mut self) -> Step {
         let start = self.pos;
         self.pos += 1;
@@ -772,7 +781,12 @@ impl Reader<'_> {
             b'`',
             ShellPlace::Substitution,
             "a backquote that is never closed",
-        )
+        )?;
+        let inside = unescape_backquoted(&self.s[start + 1..self.pos - 1]);
+        match syntax_error(&inside) {
+            Some(message) => self.syntax(start, &format!("a backquoted command bash cannot parse: {message}")),
+            None => Ok(()),
+        }
     }
 
     fn dollar(&mut self, in_double_quotes: bool) -> Step {
@@ -878,6 +892,55 @@ impl Reader<'_> {
 }
 
 /// `name=`, `name+=`, `name[…]=` at the start of a word before the command name.
+/// The command inside backquotes as bash parses it: a backslash there
+/// escapes only `$`, `` ` `` and another backslash, and is dropped before.
+fn unescape_backquoted(inside: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(inside.len());
+    let mut rest = inside;
+    while let Some((&first, tail)) = rest.split_first() {
+        match tail.first() {
+            Some(&next @ (b'$' | b'`' | b'\\')) if first == b'\\' => {
+                out.push(next);
+                rest = &tail[1..];
+            }
+            _ => {
+                out.push(first);
+                rest = tail;
+            }
+        }
+    }
+    out
+}
+
+/// Why bash cannot parse `text` as a command list, if it cannot. Where
+/// values are does not matter here: the caller marked the whole text.
+fn syntax_error(text: &[u8]) -> Option<String> {
+    let none = Sentinels { spans: Vec::new() };
+    let mut reader = Reader {
+        s: text,
+        pos: 0,
+        heredocs: Vec::new(),
+        marks: Vec::new(),
+        accepted: Vec::new(),
+        sentinels: &none,
+        substitutions: 1,
+    };
+    match reader.program() {
+        Err(Stop {
+            place: ShellPlace::Syntax { message, .. },
+            ..
+        }) => Some(message),
+        _ => None,
+    }
+}
+
+fn is_reserved(word: &[u8]) -> bool {
+    RESERVED
+        .iter()
+        .chain(NOT_ANALYSED.iter().map(|(w, _)| w))
+        .any(|w| w.as_bytes() == word)
+}
+
 fn is_assignment(word: &[u8]) -> bool {
     let name = word
         .iter()

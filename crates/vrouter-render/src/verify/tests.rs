@@ -129,6 +129,49 @@ fn refused_command_places() {
 }
 
 #[test]
+fn a_backquoted_command_bash_cannot_parse_is_refused() {
+    for text in [
+        "set a §\n`\n|; `",
+        "set a § `set b ;;`",
+        "set a § \"`(`\"",
+        "echo `echo \\`|\\``; set a §",
+    ] {
+        match commands(text) {
+            Err(Placement::Syntax { message, .. }) => {
+                assert!(message.contains("backquoted command"), "{text:?}: {message}")
+            }
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+    let valid = [
+        "set a § `date`",
+        "set a § `echo \\`date\\``",
+        "set a § \"`printf '%s' \\$HOME`\"",
+        "``; set a §",
+        "set a § `[[ -n x ]]`",
+    ];
+    for text in valid {
+        assert_eq!(commands(text), Ok(()), "{text:?}");
+    }
+}
+
+#[test]
+fn a_reserved_word_named_as_a_command_is_not_read() {
+    for text in [
+        "set a §\n<<EOF }\nEOF\n",
+        "set a §; >x if",
+        "X=1 { set a §; }",
+        "set a §; <x [[",
+    ] {
+        assert!(
+            matches!(commands(text), Err(Placement::NotAnalysed { .. })),
+            "{text:?}: {:?}",
+            commands(text)
+        );
+    }
+}
+
+#[test]
 fn the_issue_cases_are_refused() {
     // backquotes, after `$`, after a backslash, and one branch's quote.
     assert_eq!(commands("echo `echo §`"), Err(Placement::Substitution));

@@ -110,16 +110,17 @@ pub async fn a_rollout_survives_its_leader(
     agents: &[Agent],
 ) -> Vec<Pod> {
     declare_the_rollout(ns, address).await;
-    let first_applied = until(node, "the first router's config Applied", || async {
-        let configs = configs_by_router(ns).await?;
-        let applied: Vec<&String> = configs
-            .iter()
-            .filter(|(_, c)| condition_is_true(c, "Applied"))
-            .map(|(r, _)| r)
-            .collect();
-        (applied.len() == 1).then(|| (applied[0].clone(), configs.len()))
-    })
-    .await;
+    let first_applied = node
+        .until("the first router's config Applied", || async {
+            let configs = configs_by_router(ns).await?;
+            let applied: Vec<&String> = configs
+                .iter()
+                .filter(|(_, c)| condition_is_true(c, "Applied"))
+                .map(|(r, _)| r)
+                .collect();
+            (applied.len() == 1).then(|| (applied[0].clone(), configs.len()))
+        })
+        .await;
     assert_eq!(
         first_applied.1, 1,
         "the second router's config is written only after the soak"
@@ -133,7 +134,7 @@ pub async fn a_rollout_survives_its_leader(
     );
     let pods = a_deleted_leader_hands_over(node, ns, &leader).await;
     let bindings = api_of(ns, "VRouterBinding", "vrouterbindings");
-    until(node, "the binding Ready", || async {
+    node.until("the binding Ready", || async {
         let binding = bindings.get(BINDING).await.ok()?;
         condition_is_true(&binding, "Ready").then_some(())
     })
