@@ -54,6 +54,9 @@ pub(crate) fn expose(
         return Err(Error::AlreadyExposed(port));
     }
     let socket = dir.join(format!("exposed-{port}.sock"));
+    // Left by an earlier attempt whose socat was killed: it would make
+    // this one's listen fail.
+    let _ = std::fs::remove_file(&socket);
     let mut outside = Command::new(&programs.socat);
     outside.arg(format!("UNIX-LISTEN:{},fork", socket.display()));
     outside.arg(format!("TCP:127.0.0.1:{port}"));

@@ -9,8 +9,10 @@
 //! bound to the chart's `metrics-reader` ClusterRole. Then the faults: the
 //! chart's ServiceAccount execs into a pod through the API server and the
 //! kubelet, and the API server's authoriser refuses it (403) what its role
-//! does not grant; the leader's container is
-//! SIGKILLed from the host and the kubelet restarts it; the leader's pod is
+//! does not grant; a Proxmox target is applied from the pods through the
+//! in-test Proxmox API and a real QEMU guest, the leader's container is
+//! SIGKILLed from the host mid-apply, the kubelet restarts it, and the
+//! apply ends Applied having run once ([`proxmox`]); the leader's pod is
 //! deleted and the other replica leads before the Lease would have
 //! expired; every replica is stopped and creates are refused
 //! (`failurePolicy: Fail`) while status writes go through, until the
@@ -42,6 +44,8 @@ use tokio::io::AsyncReadExt;
 use vrouter_test_apiserver::TestNamespace;
 use vrouter_test_node::{NODE_NAME, TestNode, WAIT_TIMEOUT};
 
+#[path = "helm/proxmox.rs"]
+mod proxmox;
 #[path = "helm/rollout.rs"]
 mod rollout;
 
@@ -60,6 +64,7 @@ const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metrics() {
     let image = OperatorImage::from_env();
     let started = Instant::now();
+    let guest = proxmox::boot_guest();
     let mut node = match TestNode::start().await {
         Ok(node) => node,
         Err(e) => panic!("cannot start the test node: {e}"),
@@ -82,7 +87,8 @@ async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metr
     the_webhook_refuses_an_invalid_target(&node, &ns).await;
     metrics_are_served_to_readers(&node, &ns, &pods).await;
     the_operators_role_meets_the_kubelet(&node, &ns).await;
-    let pods = a_killed_leader_is_restarted(&node, &ns).await;
+    let site = proxmox::proxmox_site(&mut node, &ns, guest).await;
+    let pods = proxmox::a_leader_killed_mid_apply_applies_once(&node, &ns, &site).await;
     let pods = rollout::a_rollout_survives_its_leader(&node, &ns, &pods, &daemon_address, &agents).await;
     webhooks_down_refuse_creates_until_they_return(&node, &ns, &pods).await;
     eprintln!("whole test: {:.1}s", started.elapsed().as_secs_f64());
@@ -608,25 +614,19 @@ fn container(pod: &Pod) -> Option<(String, i32, bool)> {
     Some((status.container_id?, status.restart_count, status.ready))
 }
 
-/// The leader's container SIGKILLed from the host: the kubelet starts it
-/// again in the same pod, it becomes Ready, and a replica leads again (the
-/// restarted one keeps its identity, the pod's name, so it may resume its
-/// own Lease).
-async fn a_killed_leader_is_restarted(node: &TestNode, ns: &TestNamespace) -> Vec<Pod> {
-    let pods = operator_pods_ready(node, ns).await;
-    let names: Vec<String> = pods.iter().map(pod_name).collect();
-    let leader = renewing_holder(node, ns, &names).await;
+/// The container of pod `leader` SIGKILLed from the host: the kubelet
+/// starts it again in the same pod and it becomes Ready (it keeps its
+/// identity, the pod's name, so it may resume its own Lease).
+async fn kill_and_see_restarted(node: &TestNode, ns: &TestNamespace, leader: &str) {
     let api: Api<Pod> = ns.api();
-    let (killed_id, restarts, _) = container(&api.get(&leader).await.expect("the leader's pod")).expect("a container");
+    let (killed_id, restarts, _) = container(&api.get(leader).await.expect("the leader's pod")).expect("a container");
     node.kill_container(&killed_id)
         .expect("kill -9 of the leader's container");
     node.until("the killed leader restarted and Ready", || async {
-        let (id, now_restarts, ready) = container(&api.get(&leader).await.ok()?)?;
+        let (id, now_restarts, ready) = container(&api.get(leader).await.ok()?)?;
         (id != killed_id && now_restarts > restarts && ready).then_some(())
     })
     .await;
-    renewing_holder(node, ns, &names).await;
-    operator_pods_ready(node, ns).await
 }
 
 /// The leader's pod deleted: it releases the Lease as it stops, and another

@@ -209,6 +209,7 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
         if let Some(uid) = &binding.meta().uid {
             ctx.renders.forget(uid);
         }
+        ctx.status_writes.forget(binding);
         finalizers::remove_finalizer(&ctx.client, binding, FINALIZER).await?;
         return Ok(Action::await_change());
     }
@@ -230,8 +231,8 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
         // again), one just patched would look unchanged. Each echo wakes
         // the binding (a new config, a new generation or labels: see
         // `wake`), so the last one brings the reconcile that goes on; the
-        // requeue only covers an echo that never comes (a watch that
-        // restarted in between), after which the store counts as current.
+        // requeue only looks again should an echo be lost (to a watch that
+        // listed again); the wait ends with the list, or after a minute.
         // (It polled every 200 ms before: 1,000 creates in flight kept the
         // binding reconciling five times a second for nothing.)
         return Ok(Action::requeue(own_writes::ECHO_WAIT));

@@ -28,7 +28,7 @@ use crate::context::Context;
 use crate::crash_point::{self, CrashPoint};
 use crate::metrics::ResultLabels;
 use crate::reconciler::{self, Reconciler};
-use crate::{conditions, finalizers, status_writes, stores};
+use crate::{conditions, finalizers, own_writes, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterconfig";
 
@@ -96,12 +96,17 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
         finalizers::remove_finalizer(&ctx.client, config, FINALIZER).await?;
         return Ok(Action::await_change());
     }
+    if ctx.own_writes.is_replaced(config) {
+        // Handed the config from before a status write of its own whose
+        // echo is in the store already: look again at once.
+        return Ok(Action::requeue(reconciler::CONFLICT_RETRY));
+    }
     if ctx.own_writes.awaiting_echo(config) {
         // The store is behind this controller's own last status write: a
         // decision from it would redo what that write recorded, and its
-        // write would be a conflict. The echo itself wakes nothing (see
-        // `config_triggers`), so look again shortly.
-        return Ok(Action::requeue(reconciler::CONFLICT_RETRY));
+        // write would be a conflict. That echo wakes the controller now
+        // (see `OwnWrites::awaiting_echo`); the requeue is for one lost.
+        return Ok(Action::requeue(own_writes::ECHO_WAIT));
     }
     if finalizers::ensure_finalizer(&ctx.client, config, FINALIZER).await? {
         // The patch's own watch event brings the updated object; a requeue

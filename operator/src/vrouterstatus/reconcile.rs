@@ -20,7 +20,7 @@ use crate::conditions::{self, Drift, Wanted};
 use crate::metrics::ResultLabels;
 use crate::reconciler::{self, Reconciler};
 use crate::vrouterconfig::recently_ready::{self, RouterKey};
-use crate::{status_writes, stores};
+use crate::{own_writes, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterstatus";
 
@@ -62,17 +62,29 @@ fn sync_interval(vrs: &VRouterStatus) -> Duration {
     vrs.spec.sync_interval.to_std().max(Duration::from_secs(1))
 }
 
+/// How soon to look again when `vrs` is older than a status write of this
+/// controller's own: from it, the sync just made would look due, and its
+/// write would be a conflict.
+fn behind_own_write(vrs: &VRouterStatus, ctx: &StatusContext) -> Option<Duration> {
+    if ctx.own_status_writes.is_replaced(vrs) {
+        // The write's echo is in the store already: at once.
+        return Some(reconciler::CONFLICT_RETRY);
+    }
+    // The store is behind the write (a config event woke this reconcile
+    // first). Its echo wakes the controller; the requeue is for one lost.
+    ctx.own_status_writes
+        .awaiting_echo(vrs)
+        .then_some(own_writes::ECHO_WAIT)
+}
+
 /// One sync; returns when the next is due if that is not a full interval
 /// from now.
 async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duration>, Error> {
     if vrs.meta().deletion_timestamp.is_some() {
         return Ok(None);
     }
-    if ctx.own_status_writes.awaiting_echo(vrs) {
-        // The store is behind this controller's own last status write (a
-        // config event woke this reconcile first): from it, the sync just
-        // made would look due, and its write would be a conflict.
-        return Ok(Some(reconciler::CONFLICT_RETRY));
+    if let Some(again) = behind_own_write(vrs, ctx) {
+        return Ok(Some(again));
     }
     let namespace = vrs.namespace().unwrap_or_default();
     let current = vrs.status.clone().unwrap_or_default();

@@ -692,7 +692,7 @@ impl Reader<'_> {
                 },
                 b'\'' => self.single_quoted(ShellPlace::Quoted)?,
                 b'"' => self.double_quoted()?,
-                b'`' => self.backquoted()?,
+                b'`' => self.backquoted(false)?,
                 b'$' => self.dollar(false)?,
                 _ => self.pos += 1,
             }
@@ -761,7 +761,7 @@ impl Reader<'_> {
                     self.mark(start..self.pos, ShellPlace::Quoted);
                     return Ok(());
                 }
-                Some(b'`') => self.backquoted()?,
+                Some(b'`') => self.backquoted(true)?,
                 Some(b'$') => self.dollar(true)?,
                 Some(_) => self.pos += 1,
             }
@@ -773,7 +773,7 @@ impl Reader<'_> {
     /// parses the inside only when it runs it; it is parsed here already, so
     /// that a command bash cannot parse is refused when the template renders,
     /// not met on the router halfway through an apply.
-    fn backquoted(&mut self) -> Step {
+    fn backquoted(&mut self, in_double_quotes: bool) -> Step {
         let start = self.pos;
         self.pos += 1;
         self.past_unescaped(
@@ -782,7 +782,7 @@ impl Reader<'_> {
             ShellPlace::Substitution,
             "a backquote that is never closed",
         )?;
-        let inside = unescape_backquoted(&self.s[start + 1..self.pos - 1]);
+        let inside = unescape_backquoted(&self.s[start + 1..self.pos - 1], in_double_quotes);
         match syntax_error(&inside) {
             Some(message) => self.syntax(start, &format!("a backquoted command bash cannot parse: {message}")),
             None => Ok(()),
@@ -891,16 +891,20 @@ impl Reader<'_> {
     }
 }
 
-/// `name=`, `name+=`, `name[…]=` at the start of a word before the command name.
 /// The command inside backquotes as bash parses it: a backslash there
-/// escapes only `$`, `` ` `` and another backslash, and is dropped before.
-fn unescape_backquoted(inside: &[u8]) -> Vec<u8> {
+/// escapes only `$`, `` ` `` and another backslash (and `"` inside double
+/// quotes, whose own reading removed it first), and is dropped before.
+fn unescape_backquoted(inside: &[u8], in_double_quotes: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(inside.len());
     let mut rest = inside;
     while let Some((&first, tail)) = rest.split_first() {
         match tail.first() {
             Some(&next @ (b'$' | b'`' | b'\\')) if first == b'\\' => {
                 out.push(next);
+                rest = &tail[1..];
+            }
+            Some(b'"') if first == b'\\' && in_double_quotes => {
+                out.push(b'"');
                 rest = &tail[1..];
             }
             _ => {
@@ -941,6 +945,7 @@ fn is_reserved(word: &[u8]) -> bool {
         .any(|w| w.as_bytes() == word)
 }
 
+/// `name=`, `name+=`, `name[…]=` at the start of a word before the command name.
 fn is_assignment(word: &[u8]) -> bool {
     let name = word
         .iter()

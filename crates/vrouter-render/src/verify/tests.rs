@@ -149,6 +149,8 @@ fn a_backquoted_command_bash_cannot_parse_is_refused() {
         "set a § \"`printf '%s' \\$HOME`\"",
         "``; set a §",
         "set a § `[[ -n x ]]`",
+        "set a § \"`echo \\\"it's\\\"`\"",
+        "set a § \"`printf \\\"(%s)\\\" x`\"",
     ];
     for text in valid {
         assert_eq!(commands(text), Ok(()), "{text:?}");

@@ -28,14 +28,14 @@ pub async fn daemon_site(node: &mut TestNode) -> (Daemon, Vec<Agent>, String) {
     (daemon, agents, address)
 }
 
-async fn create(api: &Api<DynamicObject>, object: Value) {
+pub async fn create(api: &Api<DynamicObject>, object: Value) {
     let object: DynamicObject = serde_json::from_value(object).expect("a valid object");
     api.create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("creating {:?}: {e}", object.metadata.name));
 }
 
-fn api_of(ns: &TestNamespace, kind: &str, plural: &str) -> Api<DynamicObject> {
+pub fn api_of(ns: &TestNamespace, kind: &str, plural: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("vrouter.kojuro.date", "v1", kind);
     ns.dynamic_api(&ApiResource::from_gvk_with_plural(&gvk, plural))
 }
@@ -78,16 +78,16 @@ async fn declare_the_rollout(ns: &TestNamespace, address: &str) {
     .await;
 }
 
-fn condition_is_true(object: &DynamicObject, kind: &str) -> bool {
+pub fn condition_is_true(object: &DynamicObject, kind: &str) -> bool {
     object.data["status"]["conditions"]
         .as_array()
         .is_some_and(|conditions| conditions.iter().any(|c| c["type"] == kind && c["status"] == "True"))
 }
 
-/// The binding's configs, by the router each is for.
+/// The binding's configs (by its label), by the router each is for.
 async fn configs_by_router(ns: &TestNamespace) -> Option<Vec<(String, DynamicObject)>> {
     let list = api_of(ns, "VRouterConfig", "vrouterconfigs")
-        .list(&ListParams::default())
+        .list(&ListParams::default().labels(&format!("vrouter.kojuro.date/binding={BINDING}")))
         .await
         .ok()?;
     Some(
@@ -126,11 +126,15 @@ pub async fn a_rollout_survives_its_leader(
         "the second router's config is written only after the soak"
     );
     let names: Vec<String> = pods.iter().map(pod_name).collect();
+    let seen_applied = Instant::now();
     let leader = renewing_holder(node, ns, &names).await;
-    let written = configs_by_router(ns).await.expect("the configs").len();
+    let written = configs_by_router(ns).await.expect("the configs");
     assert_eq!(
-        written, 1,
-        "the soak ended before the leader could be deleted: {SOAK} is too short here"
+        written.len(),
+        1,
+        "the soak ended before the leader could be deleted ({:.1} s after the first router was seen Applied): \
+         {SOAK} is too short here",
+        seen_applied.elapsed().as_secs_f64(),
     );
     let pods = a_deleted_leader_hands_over(node, ns, &leader).await;
     let bindings = api_of(ns, "VRouterBinding", "vrouterbindings");
