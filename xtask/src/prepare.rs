@@ -13,8 +13,9 @@ use anyhow::{Context, bail};
 /// binaries: containerd and runc, the CNI plugins (bridge, host-local,
 /// loopback, portmap), iptables for kube-proxy, socat to reach the API
 /// server inside the node's network namespace, a static busybox for the
-/// test image, curl for the image that scrapes metrics, and gcc with
-/// libc6-dev for the static pause binary.
+/// test image, curl for the image that scrapes metrics, gcc with
+/// libc6-dev for the static pause binary, and procps's `kill` to SIGKILL a
+/// container from the host.
 pub const TEST_PACKAGES: &[&str] = &[
     "qemu-guest-agent",
     "redis-server",
@@ -27,6 +28,7 @@ pub const TEST_PACKAGES: &[&str] = &[
     "curl",
     "gcc",
     "libc6-dev",
+    "procps",
 ];
 
 /// Installs the missing ones among `packages` with apt-get, running

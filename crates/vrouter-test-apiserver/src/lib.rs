@@ -60,6 +60,7 @@ mod control_plane;
 mod env;
 mod error;
 mod etcd;
+mod kubevirt;
 mod webhook;
 
 pub use binaries::{
@@ -68,4 +69,5 @@ pub use binaries::{
 pub use control_plane::{KUBERNETES_SERVICE_IP, NodeAccess, Options, SERVICE_CLUSTER_IP_RANGE, Serving, StaticToken};
 pub use env::{TestEnv, TestNamespace};
 pub use error::Error;
+pub use kubevirt::install_vmi_crd;
 pub use webhook::WebhookTls;

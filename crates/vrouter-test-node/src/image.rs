@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::Error;
 use crate::config::PAUSE_IMAGE;
-use crate::programs::{CurlPrograms, Programs, run};
+use crate::programs::{ImageProgram, Programs, run};
 
 /// The test image: a static busybox, `/bin/sh` by default.
 pub const BUSYBOX_IMAGE: &str = "localhost/vrouter-test-node/busybox:1";
@@ -24,6 +24,13 @@ pub const BUSYBOX_IMAGE: &str = "localhost/vrouter-test-node/busybox:1";
 /// TLS offers no ECDSA suite, so it cannot talk to a server whose key is
 /// ECDSA, as the operator's self-made certificate is.
 pub const CURL_IMAGE: &str = "localhost/vrouter-test-node/curl:1";
+
+/// The image of a KubeVirt-shaped launcher pod's `compute` container: the
+/// host's `virsh` with the shared libraries it loads, and busybox for the
+/// shell the operator's exec runs. A pod mounts a libvirtd's socket
+/// directory at `/var/run/libvirt`, where `virsh`'s default URI
+/// (`qemu:///system`, as root) looks.
+pub const VIRSH_IMAGE: &str = "localhost/vrouter-test-node/virsh:1";
 
 /// The applets the test image links to busybox.
 const APPLETS: &[&str] = &[
@@ -51,6 +58,8 @@ struct ImageSpec<'a> {
     /// Host file, and its path in the image (parents made as needed).
     files: Vec<(PathBuf, String)>,
     links: Vec<(&'a str, String)>,
+    /// `KEY=value` pairs added to the image's environment, after `PATH`.
+    env: &'a [&'a str],
     entrypoint: &'a [&'a str],
     cmd: &'a [&'a str],
 }
@@ -72,6 +81,7 @@ pub(crate) fn pause(dir: &Path, programs: &Programs) -> Result<PathBuf, Error> {
             name: PAUSE_IMAGE,
             files: vec![(binary, "pause".to_owned())],
             links: Vec::new(),
+            env: &[],
             entrypoint: &["/pause"],
             cmd: &[],
         },
@@ -87,6 +97,7 @@ pub(crate) fn busybox(dir: &Path, programs: &Programs) -> Result<PathBuf, Error>
             name: BUSYBOX_IMAGE,
             files: vec![(programs.busybox.clone(), "bin/busybox".to_owned())],
             links: APPLETS.iter().map(|a| ("/bin/busybox", format!("bin/{a}"))).collect(),
+            env: &[],
             entrypoint: &[],
             cmd: &["/bin/sh"],
         },
@@ -96,14 +107,38 @@ pub(crate) fn busybox(dir: &Path, programs: &Programs) -> Result<PathBuf, Error>
 /// The image [`CURL_IMAGE`]: `curl` and every library `ldd` says it
 /// loads, at their host paths, with busybox's `sh`, `cat` and `sleep`.
 pub(crate) fn curl(dir: &Path, programs: &Programs) -> Result<PathBuf, Error> {
-    let curl = CurlPrograms::locate()?;
-    let libraries = run(Command::new(&curl.ldd).arg(&curl.curl))?;
+    let curl = ImageProgram::locate("curl", "curl", &["/usr/bin/curl"])?;
+    with_libraries(dir, programs, CURL_IMAGE, &curl, &[])
+}
+
+/// The image [`VIRSH_IMAGE`]: `virsh` and its libraries, busybox's `sh`,
+/// `cat` and `sleep`; the C locale, which needs no locale files (virsh
+/// warns on every run without it).
+pub(crate) fn virsh(dir: &Path, programs: &Programs) -> Result<PathBuf, Error> {
+    let virsh = ImageProgram::locate("virsh", "libvirt-clients", &["/usr/bin/virsh"])?;
+    with_libraries(dir, programs, VIRSH_IMAGE, &virsh, &["LC_ALL=C"])
+}
+
+/// An image of `program` at its host path with every library `ldd` says
+/// it loads, busybox's `sh`, `cat` and `sleep`, and `env` added to the
+/// image's environment.
+fn with_libraries(
+    dir: &Path,
+    programs: &Programs,
+    name: &str,
+    program: &ImageProgram,
+    env: &[&str],
+) -> Result<PathBuf, Error> {
+    let libraries = run(Command::new(&program.ldd).arg(&program.path))?;
     let mut files = vec![
         (programs.busybox.clone(), "bin/busybox".to_owned()),
-        (curl.curl.clone(), "usr/bin/curl".to_owned()),
+        (
+            program.path.clone(),
+            program.path.to_string_lossy().trim_start_matches('/').to_owned(),
+        ),
     ];
     files.extend(
-        shared_libraries(&libraries)?
+        shared_libraries(&libraries, program.package)?
             .into_iter()
             .map(|path| (PathBuf::from(path), path.trim_start_matches('/').to_owned())),
     );
@@ -111,12 +146,13 @@ pub(crate) fn curl(dir: &Path, programs: &Programs) -> Result<PathBuf, Error> {
         dir,
         programs,
         &ImageSpec {
-            name: CURL_IMAGE,
+            name,
             files,
             links: ["sh", "cat", "sleep"]
                 .iter()
                 .map(|a| ("/bin/busybox", format!("bin/{a}")))
                 .collect(),
+            env,
             entrypoint: &[],
             cmd: &["/bin/sh"],
         },
@@ -125,14 +161,14 @@ pub(crate) fn curl(dir: &Path, programs: &Programs) -> Result<PathBuf, Error> {
 
 /// The absolute paths in `ldd`'s output: each library, and the loader
 /// under both names when `ldd` shows it as `<interpreter> => <file>`.
-/// A library `ldd` cannot find is an error: curl would not start.
-fn shared_libraries(ldd: &str) -> Result<Vec<&str>, Error> {
+/// A library `ldd` cannot find is an error: the program would not start.
+fn shared_libraries<'a>(ldd: &'a str, package: &'static str) -> Result<Vec<&'a str>, Error> {
     let mut paths = Vec::new();
     for line in ldd.lines() {
         if line.contains("not found") {
             return Err(Error::ProgramMissing {
-                program: "a library curl needs",
-                package: "curl",
+                program: "a library an image's program needs",
+                package,
                 path: PathBuf::from(line.trim()),
             });
         }
@@ -228,8 +264,10 @@ fn fill_rootfs(rootfs: &Path, spec: &ImageSpec<'_>) -> Result<(), Error> {
 }
 
 fn image_config(spec: &ImageSpec<'_>, layer_digest: &str) -> serde_json::Value {
+    let mut env = vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"];
+    env.extend(spec.env);
     let mut config = json!({
-        "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        "Env": env,
         "WorkingDir": "/",
     });
     if !spec.entrypoint.is_empty() {
@@ -269,7 +307,7 @@ mod tests {
     fn the_libraries_are_the_absolute_paths_ldd_names() {
         let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibcurl.so.4 => /lib/x86_64-linux-gnu/libcurl.so.4 (0x00007f8f)\n\t/lib64/ld-linux-x86-64.so.2 => /usr/lib64/ld-linux-x86-64.so.2 (0x00007f8f)\n";
         assert_eq!(
-            super::shared_libraries(ldd).unwrap(),
+            super::shared_libraries(ldd, "curl").unwrap(),
             [
                 "/lib/x86_64-linux-gnu/libcurl.so.4",
                 "/lib64/ld-linux-x86-64.so.2",
@@ -281,7 +319,7 @@ mod tests {
     #[test]
     fn a_library_ldd_cannot_find_is_an_error() {
         let ldd = "\tlibcurl.so.4 => /lib/x86_64-linux-gnu/libcurl.so.4 (0x00007f8f)\n\tlibgone.so.1 => not found\n";
-        let error = super::shared_libraries(ldd).unwrap_err().to_string();
+        let error = super::shared_libraries(ldd, "curl").unwrap_err().to_string();
         assert!(error.contains("libgone.so.1 => not found"), "{error}");
     }
 }

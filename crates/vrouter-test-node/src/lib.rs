@@ -9,7 +9,8 @@
 //! static `pause` as the sandbox image and a static busybox as
 //! [`BUSYBOX_IMAGE`]; and waits until the Node is Ready.
 //! [`TestNode::import_curl_image`] adds the host's curl as [`CURL_IMAGE`]
-//! for the tests that scrape over TLS.
+//! for the tests that scrape over TLS, [`TestNode::import_virsh_image`]
+//! the host's virsh as [`VIRSH_IMAGE`] for KubeVirt-shaped launcher pods.
 //!
 //! # Networking
 //!
@@ -34,8 +35,8 @@
 //!
 //! Root; `cargo xtask testenv` for the Kubernetes binaries; the Debian
 //! packages `cargo xtask test` installs (containerd, runc,
-//! containernetworking-plugins, iptables, socat, busybox-static, gcc; curl
-//! for [`CURL_IMAGE`]). A
+//! containernetworking-plugins, iptables, socat, busybox-static, gcc,
+//! procps; curl for [`CURL_IMAGE`], libvirt-clients for [`VIRSH_IMAGE`]). A
 //! test that finds one missing fails saying so; it never passes without a node.
 
 mod components;
@@ -54,6 +55,6 @@ mod watchdog;
 
 pub use config::NODE_NAME;
 pub use error::Error;
-pub use image::{BUSYBOX_IMAGE, CURL_IMAGE};
+pub use image::{BUSYBOX_IMAGE, CURL_IMAGE, VIRSH_IMAGE};
 pub use netns::NODE_IP;
 pub use node::{TestNode, WAIT_TIMEOUT};

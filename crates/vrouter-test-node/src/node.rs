@@ -175,6 +175,14 @@ impl TestNode {
         Ok(crate::CURL_IMAGE)
     }
 
+    /// Builds [`crate::VIRSH_IMAGE`] from the host's virsh and imports it;
+    /// returns its name.
+    pub fn import_virsh_image(&self) -> Result<&'static str, Error> {
+        let programs = Programs::locate()?;
+        self.containerd.import(&image::virsh(&self.dir, &programs)?)?;
+        Ok(crate::VIRSH_IMAGE)
+    }
+
     /// Imports an OCI image archive (e.g. the operator's) for pods with
     /// `imagePullPolicy: Never`.
     pub fn import_image(&self, archive: &Path) -> Result<(), Error> {
@@ -203,7 +211,7 @@ impl TestNode {
     /// decides what follows.
     pub fn kill_container(&self, container_id: &str) -> Result<(), Error> {
         let pid = self.container_pid(container_id)?;
-        run(Command::new("kill").args(["-9", &pid.to_string()]))?;
+        run(Command::new(&Programs::locate()?.kill).args(["-9", &pid.to_string()]))?;
         Ok(())
     }
 

@@ -68,18 +68,7 @@ impl Processes {
 
     /// Fails with its log tail when `name` has exited.
     pub fn check(&mut self, name: &str) -> Result<(), Error> {
-        for (running, child) in &mut self.running {
-            if running == name
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                return Err(Error::Exited {
-                    name: name.to_owned(),
-                    status,
-                    log_tail: log_tail(&self.log_dir.join(format!("{name}.log"))),
-                });
-            }
-        }
-        Ok(())
+        self.check_matching(|running| running == name)
     }
 
     /// Whether a process named `name` was started (and not stopped).
@@ -98,8 +87,16 @@ impl Processes {
 
     /// Fails with the log tail of the first process that has exited.
     pub fn check_running(&mut self) -> Result<(), Error> {
+        self.check_matching(|_| true)
+    }
+
+    /// The first process `wanted` names that has exited, as an error with
+    /// its status and the end of its log.
+    fn check_matching(&mut self, wanted: impl Fn(&str) -> bool) -> Result<(), Error> {
         for (name, child) in &mut self.running {
-            if let Ok(Some(status)) = child.try_wait() {
+            if wanted(name)
+                && let Ok(Some(status)) = child.try_wait()
+            {
                 return Err(Error::Exited {
                     name: name.clone(),
                     status,

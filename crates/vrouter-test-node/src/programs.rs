@@ -19,21 +19,27 @@ pub(crate) struct Programs {
     pub nsenter: PathBuf,
     pub ip: PathBuf,
     pub busybox: PathBuf,
+    /// Signals a container's process from the host, as a crash would.
+    pub kill: PathBuf,
     pub gcc: PathBuf,
     pub tar: PathBuf,
 }
 
-/// What [`crate::CURL_IMAGE`] is built from, looked for only by the tests
-/// that import it.
-pub(crate) struct CurlPrograms {
-    pub curl: PathBuf,
+/// A host program an image is built around (curl for
+/// [`crate::CURL_IMAGE`], virsh for [`crate::VIRSH_IMAGE`]), with `ldd`
+/// to list the libraries it loads; looked for only by the tests that
+/// import that image.
+pub(crate) struct ImageProgram {
+    pub path: PathBuf,
+    pub package: &'static str,
     pub ldd: PathBuf,
 }
 
-impl CurlPrograms {
-    pub fn locate() -> Result<CurlPrograms, Error> {
-        Ok(CurlPrograms {
-            curl: find("curl", "curl", &["/usr/bin/curl"])?,
+impl ImageProgram {
+    pub fn locate(program: &'static str, package: &'static str, candidates: &[&str]) -> Result<ImageProgram, Error> {
+        Ok(ImageProgram {
+            path: find(program, package, candidates)?,
+            package,
             ldd: find("ldd", "libc-bin", &["/usr/bin/ldd", "/bin/ldd"])?,
         })
     }
@@ -57,6 +63,7 @@ impl Programs {
             )?,
             // The static build: it runs in an image that has nothing else.
             busybox: find("busybox", "busybox-static", &["/bin/busybox", "/usr/bin/busybox"])?,
+            kill: find("kill", "procps", &["/bin/kill", "/usr/bin/kill"])?,
             gcc: find("gcc", "gcc", &["/usr/bin/gcc"])?,
             tar: find("tar", "tar", &["/usr/bin/tar", "/bin/tar"])?,
         })

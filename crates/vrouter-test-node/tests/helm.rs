@@ -13,8 +13,11 @@
 //! in-test Proxmox API and a real QEMU guest, the leader's container is
 //! SIGKILLed from the host mid-apply, the kubelet restarts it, and the
 //! apply ends Applied having run once ([`proxmox`]); the leader's pod is
-//! deleted and the other replica leads before the Lease would have
-//! expired; every replica is stopped and creates are refused
+//! deleted mid-rollout and the other replica leads before the Lease would
+//! have expired ([`rollout`]); the examples of `testdata/examples/` are
+//! applied and all end Applied, their KubeVirt targets through launcher
+//! pods whose `virsh` reaches a real libvirtd ([`examples`]); every
+//! replica is stopped and creates are refused
 //! (`failurePolicy: Fail`) while status writes go through, until the
 //! replicas return.
 //!
@@ -44,6 +47,8 @@ use tokio::io::AsyncReadExt;
 use vrouter_test_apiserver::TestNamespace;
 use vrouter_test_node::{NODE_NAME, TestNode, WAIT_TIMEOUT};
 
+#[path = "helm/examples.rs"]
+mod examples;
 #[path = "helm/proxmox.rs"]
 mod proxmox;
 #[path = "helm/rollout.rs"]
@@ -65,6 +70,7 @@ async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metr
     let image = OperatorImage::from_env();
     let started = Instant::now();
     let guest = proxmox::boot_guest();
+    let kubevirt_guests = examples::boot_guests();
     let mut node = match TestNode::start().await {
         Ok(node) => node,
         Err(e) => panic!("cannot start the test node: {e}"),
@@ -75,7 +81,11 @@ async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metr
         .namespace("vrouter-system")
         .await
         .expect("a namespace with its ServiceAccount");
-    let (_daemon, agents, daemon_address) = rollout::daemon_site(&mut node).await;
+    let (daemon, agents, daemon_address) = rollout::daemon_site(&mut node).await;
+    // Before the operator starts: it watches VMIs when the cluster serves them.
+    vrouter_test_apiserver::install_vmi_crd(&node.client())
+        .await
+        .expect("the VMI CRD");
     let ca = webhook_certificate(&ns).await;
     let installing = Instant::now();
     helm_install(&node, &ns, &ca).await;
@@ -90,6 +100,9 @@ async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metr
     let site = proxmox::proxmox_site(&mut node, &ns, guest).await;
     let pods = proxmox::a_leader_killed_mid_apply_applies_once(&node, &ns, &site).await;
     let pods = rollout::a_rollout_survives_its_leader(&node, &ns, &pods, &daemon_address, &agents).await;
+    let examples = Instant::now();
+    examples::the_examples_apply(&node, &site, &daemon, &daemon_address, kubevirt_guests).await;
+    eprintln!("examples Applied: {:.1}s", examples.elapsed().as_secs_f64());
     webhooks_down_refuse_creates_until_they_return(&node, &ns, &pods).await;
     eprintln!("whole test: {:.1}s", started.elapsed().as_secs_f64());
 }

@@ -44,8 +44,8 @@ const LIBVIRTD_CONF: &str = "auth_unix_ro = \"none\"\nauth_unix_rw = \"none\"\nu
 pub struct Libvirt {
     dir: Scratch,
     child: Mutex<Option<Child>>,
-    /// The daemon's pid as this machine sees it: `nsenter --target` enters
-    /// its mount namespace.
+    /// The pid of the namespace's init (the shell that runs the daemon) as
+    /// this machine sees it: `nsenter --target` enters its mount namespace.
     daemon_pid: u32,
     nsenter: PathBuf,
     virsh: PathBuf,
@@ -82,9 +82,13 @@ impl Libvirt {
         }
         // The default pid file, /run/libvirtd.pid, is outside the private
         // directories and locked: a second test process's libvirtd would
-        // exit at once (status 1, nothing on stderr).
+        // exit at once (status 1, nothing on stderr). The shell stays as
+        // the namespace's init and reaps: libvirt daemonizes each QEMU, so
+        // a destroyed domain's QEMU is the init's orphan, and libvirtd as
+        // init leaves it a zombie that `virsh destroy` waits on for a
+        // minute. dash's `wait` reaps any child while it waits for one.
         script.push_str(&format!(
-            "exec '{}' --pid-file '{}'\n",
+            "'{}' --pid-file '{}' &\nwait $!\n",
             libvirtd.display(),
             root.join("libvirtd.pid").display()
         ));
@@ -164,6 +168,14 @@ impl Libvirt {
             read("libvirtd.log"),
             read("libvirtd-debug.log")
         )
+    }
+
+    /// The host directory behind the daemon's `/run/libvirt`, where its
+    /// sockets are: a container that mounts it at `/var/run/libvirt` (as a
+    /// virt-launcher's `compute` container has libvirt's) reaches this
+    /// daemon with `virsh`'s default URI.
+    pub fn socket_dir(&self) -> PathBuf {
+        self.dir.path().join(PRIVATE_DIRS[0].0)
     }
 
     /// The argv that runs `argv` (e.g. `virsh qemu-agent-command ...`) in

@@ -18,9 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -301,28 +299,9 @@ pub async fn final_phase(
     .await
 }
 
-/// Just enough of KubeVirt's VMI CRD for the operator's reads and watch.
+/// KubeVirt's VMI CRD, as far as the operator reads it.
 pub async fn install_vmi_crd(client: &kube::Client) {
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "virtualmachineinstances.kubevirt.io"},
-        "spec": {
-            "group": "kubevirt.io",
-            "names": {"kind": "VirtualMachineInstance", "plural": "virtualmachineinstances", "singular": "virtualmachineinstance", "shortNames": ["vmi"]},
-            "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    }))
-    .unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    match crds.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("installing the VMI CRD: {e}"),
-    }
-    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance");
-    wait_for("the VMI resource to be served", Duration::from_secs(30), || async {
-        kube::discovery::pinned_kind(client, &gvk).await.ok()
-    })
-    .await;
+    vrouter_test_apiserver::install_vmi_crd(client)
+        .await
+        .unwrap_or_else(|e| panic!("installing the VMI CRD: {e}"));
 }

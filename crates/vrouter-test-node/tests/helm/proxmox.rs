@@ -14,9 +14,9 @@ use vrouter_test_peers::vm::{ChardevTransport, QemuGuest};
 use super::rollout::{api_of, condition_is_true, create};
 use super::*;
 
-const TOKEN_ID: &str = "operator@pve!node-test";
+pub const TOKEN_ID: &str = "operator@pve!node-test";
 /// A test-only credential of the in-test Proxmox API.
-const TOKEN_SECRET: &str = "4d1c2f0e-node-test-only";
+pub const TOKEN_SECRET: &str = "4d1c2f0e-node-test-only";
 const VMID: i64 = 100;
 const TARGET: &str = "pve-router";
 const CONFIG: &str = "pve-router-config";
@@ -37,7 +37,9 @@ pub fn boot_guest() -> Arc<QemuGuest> {
 /// The Proxmox API and the guest it serves as VM [`VMID`], and the
 /// test's own way into the guest.
 pub struct ProxmoxSite {
-    view: RouterView<ChardevTransport>,
+    pub view: RouterView<ChardevTransport>,
+    /// Where the pods reach the Proxmox API (`host:port`).
+    pub address: String,
     _pve: FakeProxmox,
 }
 
@@ -90,7 +92,11 @@ pub async fn proxmox_site(node: &mut TestNode, ns: &TestNamespace, guest: Arc<Qe
         cluster.data["status"]["lastSyncTime"].as_str().map(drop)
     })
     .await;
-    ProxmoxSite { view, _pve: pve }
+    ProxmoxSite {
+        view,
+        address,
+        _pve: pve,
+    }
 }
 
 /// Whether the guest's journal shows `apply_id` ended.
@@ -159,5 +165,15 @@ pub async fn a_leader_killed_mid_apply_applies_once(
         "{calls:?}"
     );
     renewing_holder(node, ns, &names).await;
+    // The guest is the examples' VM 100 next: a second config on it would
+    // see the examples' apply as drift at its next sync and apply again.
+    configs
+        .delete(CONFIG, &DeleteParams::default())
+        .await
+        .expect("the config deleted");
+    node.until("the config gone", || async {
+        configs.get_opt(CONFIG).await.ok()?.is_none().then_some(())
+    })
+    .await;
     operator_pods_ready(node, ns).await
 }

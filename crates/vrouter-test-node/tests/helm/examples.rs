@@ -1,0 +1,455 @@
+//! The examples users start from, `testdata/examples/`, applied as they
+//! are on the node, with only the addresses the operator dials (the
+//! Proxmox endpoints, the vrouter-daemon address) and the Proxmox token
+//! replaced by the in-test peers'.
+//!
+//! The KubeVirt targets take KubeVirt's data path with nothing of it
+//! simulated by our code: each VMI has a launcher pod (labelled as KubeVirt
+//! labels it) whose `compute` container holds the host's `virsh`, with a
+//! real libvirtd's socket directory mounted where libvirt keeps it; that
+//! libvirtd runs the guest under QEMU. The operator's pods exec into the
+//! container through the API server and the kubelet, under the chart's
+//! role. What stands in for KubeVirt is the VMI object and its status,
+//! written here as virt-handler would once the pod runs; libvirtd runs
+//! beside the node rather than inside the container, so that one daemon
+//! serves both VMIs.
+//!
+//! `kubectl wait --for=condition=Ready` on the example binding returns,
+//! every config is Applied, each router ran each config meant for it once
+//! with every command in it, and the two examples that show what the
+//! operator writes (a generated config, a VRouterStatus) match what it
+//! wrote.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::discovery::pinned_kind;
+use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
+use vrouter_test_peers::vm::router::{RouterView, router_overlay};
+use vrouter_test_peers::vm::{Domain, Libvirt, VirshTransport};
+
+use super::proxmox::{ProxmoxSite, TOKEN_ID, TOKEN_SECRET};
+use super::rollout::condition_is_true;
+use super::*;
+
+/// The examples' own namespace, and the namespace of the VM that consents
+/// to be configured from it (05-target-kubevirt.yaml).
+const EXAMPLES_NS: &str = "network";
+const VM_NS: &str = "production";
+/// The VMI both KubeVirt examples name: 05's in [`VM_NS`], 10's in the
+/// target's own namespace.
+const VMI: &str = "vyos-router-a";
+const BINDING: &str = "bgp-binding";
+/// The examples that show what the operator writes, not what users apply.
+const GENERATED_CONFIG: &str = "11-config-generated.yaml";
+const OPERATOR_STATUS: &str = "12-status.yaml";
+/// The daemon agent 08-target-daemon.yaml names.
+const DAEMON_AGENT: &str = "router-c";
+/// A guest boots in 4–10 s under TCG; the margin is for a busy machine.
+const BOOT_BOUND: Duration = Duration::from_secs(180);
+/// The example binding soaks 1m30s between its two routers.
+const ROLLOUT_BOUND: Duration = Duration::from_secs(360);
+
+/// The libvirtd and its two guests, one per VMI namespace, named as
+/// KubeVirt names a VMI's domain (`<namespace>_<name>`), starting on a
+/// thread of their own: libvirtd probes QEMU for up to a minute first.
+pub struct KubeVirtGuests {
+    starting: std::thread::JoinHandle<Vec<(&'static str, Domain)>>,
+}
+
+/// Starts libvirtd and both guests early: they boot while the node starts
+/// and the chart installs.
+pub fn boot_guests() -> KubeVirtGuests {
+    let starting = std::thread::spawn(|| {
+        let libvirt = Arc::new(Libvirt::start().unwrap_or_else(|e| panic!("starting libvirtd: {e}")));
+        [VM_NS, EXAMPLES_NS]
+            .into_iter()
+            .map(|ns| {
+                let domain = libvirt
+                    .start_domain(&format!("{ns}_{VMI}"), router_overlay("vyos"))
+                    .unwrap_or_else(|e| panic!("starting the guest of VMI {ns}/{VMI}: {e}"));
+                (ns, domain)
+            })
+            .collect()
+    });
+    KubeVirtGuests { starting }
+}
+
+impl KubeVirtGuests {
+    fn started(self) -> Vec<(&'static str, Domain)> {
+        self.starting
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+}
+
+/// Applies the examples and checks what became of them (module docs).
+pub async fn the_examples_apply(
+    node: &TestNode,
+    pve: &ProxmoxSite,
+    daemon: &Daemon,
+    daemon_address: &str,
+    guests: KubeVirtGuests,
+) {
+    let guests = guests.started();
+    let _agent: Agent = daemon.start_agent(DAEMON_AGENT, AgentFlags::default()).await;
+    let image = node.import_virsh_image().expect("the virsh image");
+    let mut views = BTreeMap::new();
+    for (ns, domain) in &guests {
+        namespace_named(node, ns, *ns == VM_NS).await;
+        views.insert(*ns, kubevirt_vm(node, ns, domain, image).await);
+    }
+    let pve_runs_before = pve.view.apply_journal().await.expect("the Proxmox guest's journal");
+    let substitutes = Substitutes {
+        pve_endpoint: format!("https://{}", pve.address),
+        daemon_address: daemon_address.to_owned(),
+    };
+    for object in examples_to_apply() {
+        apply(node, substitutes.apply(object)).await;
+    }
+    kubectl_wait_ready(node).await;
+
+    let configs = api_of_ns(node, "VRouterConfig", "vrouterconfigs");
+    let configs = configs.list(&ListParams::default()).await.expect("the configs").items;
+    let mut by_guest: BTreeMap<&str, Vec<&DynamicObject>> = BTreeMap::new();
+    for config in &configs {
+        assert!(condition_is_true(config, "Applied"), "not Applied: {config:?}");
+        by_guest.entry(guest_of(node, config).await).or_default().push(config);
+    }
+    assert_eq!(
+        by_guest.values().map(Vec::len).sum::<usize>(),
+        3,
+        "one config per router of the binding and the direct one: {by_guest:?}"
+    );
+    for (guest, configs) in &by_guest {
+        let (runs, calls) = match *guest {
+            "proxmox" => {
+                let journal = pve.view.apply_journal().await.expect("the Proxmox guest's journal");
+                let since = journal[pve_runs_before.len()..].to_vec();
+                let runs = runs_of(&since);
+                (runs, pve.view.calls().await.expect("the Proxmox guest's calls"))
+            }
+            ns => {
+                let view = &views[ns];
+                let runs = view.apply_runs().await.expect("the journal").expect("no apply running");
+                (runs, view.calls().await.expect("the guest's calls"))
+            }
+        };
+        ran_each_config_once(guest, configs, &runs, &calls);
+    }
+    the_operators_writes_match_the_examples(node).await;
+}
+
+/// A namespace with this exact name (the examples name theirs), its
+/// `default` ServiceAccount there; `consents` annotates it to allow
+/// targets in [`EXAMPLES_NS`] to configure its VMs.
+async fn namespace_named(node: &TestNode, name: &str, consents: bool) {
+    let annotations = if consents {
+        json!({"vrouter.kojuro.date/allowed-target-namespaces": EXAMPLES_NS})
+    } else {
+        json!({})
+    };
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}})).expect("a Namespace");
+    Api::<Namespace>::all(node.client())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+    let accounts: Api<ServiceAccount> = Api::namespaced(node.client(), name);
+    node.until("the namespace's default ServiceAccount", || async {
+        accounts.get_opt("default").await.ok().flatten()
+    })
+    .await;
+}
+
+/// What KubeVirt makes for a running VMI `ns/VMI`, made here: the VMI, its
+/// launcher pod (`compute` container with virsh and the libvirtd's socket
+/// directory), and once the pod runs, the VMI's status as virt-handler
+/// writes it. Returns the test's own view into the guest.
+async fn kubevirt_vm(node: &TestNode, ns: &str, domain: &Domain, image: &str) -> RouterView<VirshTransport> {
+    let vmis = Api::<DynamicObject>::namespaced_with(node.client(), ns, &vmi_resource());
+    let vmi: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": VMI},
+        "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "256Mi"}}}},
+    }))
+    .expect("a VMI");
+    let vmi = vmis
+        .create(&PostParams::default(), &vmi)
+        .await
+        .unwrap_or_else(|e| panic!("creating VMI {ns}/{VMI}: {e}"));
+    let uid = vmi.metadata.uid.expect("the VMI's uid");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("virt-launcher-{VMI}-x7k2p"),
+            "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": VMI, "kubevirt.io/created-by": uid},
+        },
+        "spec": {
+            "containers": [{
+                "name": "compute", "image": image, "imagePullPolicy": "Never",
+                "command": ["/bin/sleep", "86400"],
+                "volumeMounts": [{"name": "libvirt-runtime", "mountPath": "/var/run/libvirt"}],
+            }],
+            "volumes": [{"name": "libvirt-runtime",
+                         "hostPath": {"path": domain.libvirt().socket_dir(), "type": "Directory"}}],
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 0,
+        },
+    }))
+    .expect("a launcher pod");
+    let pods: Api<Pod> = Api::namespaced(node.client(), ns);
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("creating the launcher pod in {ns}: {e}"));
+    let pod_name = pod.metadata.name.clone().expect("named");
+    node.until("the launcher pod Running", || async {
+        let pod = pods.get(&pod_name).await.ok()?;
+        (pod.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    vmis.patch(
+        VMI,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "nodeName": NODE_NAME}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("writing VMI {ns}/{VMI}'s status: {e}"));
+    domain
+        .wait_for_agent(BOOT_BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("the agent of VMI {ns}/{VMI}: {e}"));
+    let view = RouterView::new(VirshTransport::new(domain, Duration::from_secs(60)));
+    view.reset().await.expect("the guest's router state reset");
+    view
+}
+
+fn vmi_resource() -> ApiResource {
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance");
+    ApiResource::from_gvk_with_plural(&gvk, "virtualmachineinstances")
+}
+
+fn examples_dir() -> PathBuf {
+    workspace_root().join("testdata/examples")
+}
+
+/// Every object of the examples users apply, in the files' order.
+fn examples_to_apply() -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(examples_dir())
+        .expect("testdata/examples")
+        .map(|entry| entry.expect("an entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .filter(|path| {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            name != GENERATED_CONFIG && name != OPERATOR_STATUS
+        })
+        .flat_map(|path| documents(&path))
+        .collect()
+}
+
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    text.split("\n---\n")
+        .map(|document| serde_yaml::from_str::<Value>(document).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .filter(|value| !value.is_null())
+        .collect()
+}
+
+/// The example of `file` (one object).
+fn example(file: &str) -> Value {
+    let mut objects = documents(&examples_dir().join(file));
+    assert_eq!(objects.len(), 1, "{file} holds one object");
+    objects.remove(0)
+}
+
+/// What the in-test peers replace in the examples.
+struct Substitutes {
+    pve_endpoint: String,
+    daemon_address: String,
+}
+
+impl Substitutes {
+    /// `object` with the peers' addresses and credentials. The in-test
+    /// Proxmox API's certificate is self-signed, so its cluster skips
+    /// verification (the ProxmoxCluster has no CA field to trust it by).
+    fn apply(&self, mut object: Value) -> Value {
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        match kind.as_str() {
+            "Secret" => {
+                object["stringData"]["api-token-id"] = json!(TOKEN_ID);
+                object["stringData"]["api-token-secret"] = json!(TOKEN_SECRET);
+            }
+            "ProxmoxCluster" => {
+                object["spec"]["endpoints"] = json!([self.pve_endpoint]);
+                object["spec"]["insecureSkipTLSVerify"] = json!(true);
+            }
+            "VRouterTarget" if object["spec"]["provider"]["daemon"].is_object() => {
+                object["spec"]["provider"]["daemon"]["address"] = json!(self.daemon_address);
+            }
+            _ => {}
+        }
+        object
+    }
+}
+
+/// Creates `object` in the namespace its metadata names, as `kubectl
+/// apply` would create it.
+async fn apply(node: &TestNode, object: Value) {
+    let api_version = object["apiVersion"].as_str().expect("apiVersion");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().expect("kind"));
+    let (resource, _) = pinned_kind(&node.client(), &gvk)
+        .await
+        .unwrap_or_else(|e| panic!("the API serves {gvk:?}: {e}"));
+    let namespace = object["metadata"]["namespace"].as_str().expect("a namespaced example");
+    let api = Api::<DynamicObject>::namespaced_with(node.client(), namespace, &resource);
+    let object: DynamicObject = serde_json::from_value(object).expect("an object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("applying {} {:?}: {e}", gvk.kind, object.metadata.name));
+}
+
+/// `kubectl wait --for=condition=Ready vrouterbinding/bgp-binding`, the
+/// command the README gives, returns.
+async fn kubectl_wait_ready(node: &TestNode) {
+    let kubectl = ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|path| path.is_file())
+        .expect("kubectl, which this machine image has in /usr/bin (Debian-style package `kubectl`)");
+    let out = tokio::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(node.env().kubeconfig_path())
+        .args(["--namespace", EXAMPLES_NS, "wait", "--for=condition=Ready"])
+        .arg(format!("vrouterbinding/{BINDING}"))
+        .arg(format!("--timeout={}s", ROLLOUT_BOUND.as_secs()))
+        .output()
+        .await
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl wait: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn api_of_ns(node: &TestNode, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("vrouter.kojuro.date", "v1", kind);
+    Api::namespaced_with(
+        node.client(),
+        EXAMPLES_NS,
+        &ApiResource::from_gvk_with_plural(&gvk, plural),
+    )
+}
+
+/// Which guest a config's target is: `proxmox`, or the namespace of its
+/// KubeVirt VM (the target's own when it names none).
+async fn guest_of(node: &TestNode, config: &DynamicObject) -> &'static str {
+    let target = config.data["spec"]["targetRef"]["name"].as_str().expect("a targetRef");
+    let target = api_of_ns(node, "VRouterTarget", "vroutertargets")
+        .get(target)
+        .await
+        .expect("the config's target");
+    let provider = &target.data["spec"]["provider"];
+    if provider["proxmox"].is_object() {
+        return "proxmox";
+    }
+    match provider["kubevirt"]["namespace"].as_str().unwrap_or(EXAMPLES_NS) {
+        VM_NS => VM_NS,
+        EXAMPLES_NS => EXAMPLES_NS,
+        other => panic!("a VM namespace the examples do not use: {other}"),
+    }
+}
+
+/// The apply ids of a journal's runs, each started and ended.
+fn runs_of(journal: &[String]) -> Vec<String> {
+    journal
+        .iter()
+        .filter_map(|line| line.strip_suffix(" started"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The guest ran exactly its configs' applies, once each, and every
+/// command of each config reached its config session.
+fn ran_each_config_once(guest: &str, configs: &[&DynamicObject], runs: &[String], calls: &[String]) {
+    let mut expected: Vec<String> = configs
+        .iter()
+        .map(|c| c.data["status"]["applyId"].as_str().expect("an applyId").to_owned())
+        .collect();
+    let mut ran = runs.to_vec();
+    expected.sort();
+    ran.sort();
+    assert_eq!(ran, expected, "{guest}: the applies that ran");
+    for config in configs {
+        for command in config.data["spec"]["commands"].as_str().unwrap_or_default().lines() {
+            assert!(
+                calls.iter().any(|call| call == command.trim()),
+                "{guest}: `{command}` of {:?} did not run: {calls:?}",
+                config.metadata.name
+            );
+        }
+    }
+}
+
+/// 11-config-generated.yaml and 12-status.yaml show what the operator
+/// writes; what it wrote has their names, labels, owner and specs (11's
+/// commands are an excerpt: each of its lines is among the generated ones).
+async fn the_operators_writes_match_the_examples(node: &TestNode) {
+    let shown = example(GENERATED_CONFIG);
+    let name = shown["metadata"]["name"].as_str().expect("a name");
+    let written = api_of_ns(node, "VRouterConfig", "vrouterconfigs")
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("{GENERATED_CONFIG}'s config {name}: {e}"));
+    for (key, value) in shown["metadata"]["labels"].as_object().expect("labels") {
+        assert_eq!(
+            written
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(key))
+                .map(String::as_str),
+            value.as_str(),
+            "label {key}"
+        );
+    }
+    let owner = &written.metadata.owner_references.as_ref().expect("an owner")[0];
+    let shown_owner = &shown["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        (
+            shown_owner["kind"].as_str().unwrap_or_default(),
+            shown_owner["name"].as_str().unwrap_or_default(),
+            shown_owner["controller"].as_bool()
+        )
+    );
+    let spec = &written.data["spec"];
+    for field in ["targetRef", "save", "config"] {
+        assert_eq!(spec[field], shown["spec"][field], "{GENERATED_CONFIG}: spec.{field}");
+    }
+    let commands: Vec<&str> = spec["commands"].as_str().unwrap_or_default().lines().collect();
+    for line in shown["spec"]["commands"].as_str().unwrap_or_default().lines() {
+        assert!(
+            commands.contains(&line),
+            "{GENERATED_CONFIG}: `{line}` is not generated: {commands:?}"
+        );
+    }
+
+    let shown = example(OPERATOR_STATUS);
+    let name = shown["metadata"]["name"].as_str().expect("a name");
+    let statuses = api_of_ns(node, "VRouterStatus", "vrouterstatuses");
+    let written = node
+        .until(
+            "the VRouterStatus the operator creates after the first apply",
+            || async { statuses.get(name).await.ok() },
+        )
+        .await;
+    assert_eq!(written.data["spec"]["configRef"], shown["spec"]["configRef"]);
+}
