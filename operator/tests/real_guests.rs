@@ -123,7 +123,8 @@ async fn proxmox_site(
 }
 
 /// [`proxmox_site`] with the cluster syncing every `sync_interval` and
-/// reading the guest's uptime, and the operator.
+/// reading the guest's uptime, and the operator, once the cluster's first
+/// sync is in.
 async fn proxmox_rig(
     hint: &str,
     guest: &Arc<QemuGuest>,
@@ -138,6 +139,15 @@ async fn proxmox_rig(
     .await;
     let server = TestEnv::shared().await.apiserver_url();
     let running = operator(&site.ns, &server, flags).await;
+    // A guest booted less than 1.5 syncs ago is a reboot to the cluster's
+    // first sync, which would apply again a config applied before that sync
+    // (a race the applies' speed decides; the first test of a binary meets
+    // a guest just booted): configs are created once it has run.
+    wait_for("the cluster's first sync", Duration::from_secs(120), || async {
+        let cluster = site.ns.api::<vrouter_api::ProxmoxCluster>().get("pve").await.ok()?;
+        cluster.status?.last_sync_time
+    })
+    .await;
     let console_guest = guest.clone();
     Rig {
         ns: site.ns,
@@ -360,14 +370,6 @@ async fn drift_is_read_from_the_guest<T: Transport>(rig: &Rig<T>, config: &VRout
 async fn proxmox_binding_applies_over_the_chardev_and_drift_is_read_from_the_guest() {
     let guest = PVE_GUEST.lease();
     let rig = proxmox_rig("real-pve", &guest, &[], "60s").await;
-    // A guest booted less than 1.5 syncs ago is a reboot to the cluster's
-    // first sync, which would apply again a config applied before that sync
-    // (a race the applies' speed decides): bind once it has run.
-    wait_for("the cluster's first sync", Duration::from_secs(120), || async {
-        let cluster = rig.ns.api::<vrouter_api::ProxmoxCluster>().get("pve").await.ok()?;
-        cluster.status?.last_sync_time
-    })
-    .await;
     let config = binding_applies(&rig, "pve-r1", 4_200_000_001).await;
     drift_is_read_from_the_guest(&rig, &config).await;
 }

@@ -24,7 +24,9 @@
 //! `kube-proxy`) come from the same scratch module as `kube-apiserver`, in the
 //! same `go build`: the five share most of their packages, so one invocation
 //! compiles them once (about 15 minutes of two cores cold, against roughly
-//! that per binary when built one by one).
+//! that per binary when built one by one). `kubectl` (the node test's
+//! `kubectl wait`) comes from the same module in a `go build` of its own,
+//! after that one, so that adding it did not rebuild the node's binaries.
 //!
 //! Each binary is built with `CGO_ENABLED=0` under `nice -n 10` and stamped with
 //! the recipe that built it; when the binary and a matching stamp exist this
@@ -63,6 +65,7 @@ pub struct Binaries {
     pub kube_controller_manager: PathBuf,
     pub kube_scheduler: PathBuf,
     pub kube_proxy: PathBuf,
+    pub kubectl: PathBuf,
     pub etcd: PathBuf,
     pub helm: PathBuf,
     pub toxiproxy: PathBuf,
@@ -102,8 +105,7 @@ const KUBE_APISERVER: GoBinary = GoBinary {
     module: "k8s.io/kubernetes",
     version: KUBERNETES_VERSION,
     package: "k8s.io/kubernetes/cmd/kube-apiserver",
-    // What the test node runs (crates/vrouter-test-node); kubectl is not
-    // needed: the tests exec and read logs through kube-rs.
+    // What the test node runs (crates/vrouter-test-node).
     companions: &[
         "k8s.io/kubernetes/cmd/kubelet",
         "k8s.io/kubernetes/cmd/kube-controller-manager",
@@ -115,6 +117,24 @@ const KUBE_APISERVER: GoBinary = GoBinary {
     ldflags: kube_ldflags,
     version_args: &["--version"],
     version_banner: || format!("Kubernetes {KUBERNETES_VERSION}"),
+};
+
+/// `kubectl` of the API server's release, for the node test's `kubectl
+/// wait`. Its own `go build`, not a companion of [`KUBE_APISERVER`]: a
+/// companion would change that build's stamp and rebuild the node's
+/// binaries, while alone it links against the packages the Go build cache
+/// already holds from that build and compiles only its own.
+const KUBECTL: GoBinary = GoBinary {
+    name: "kubectl",
+    module: "k8s.io/kubernetes",
+    version: KUBERNETES_VERSION,
+    package: "k8s.io/kubernetes/cmd/kubectl",
+    companions: &[],
+    replacement: staging_replacement,
+    pinned: STAGING_VERSION,
+    ldflags: kube_ldflags,
+    version_args: &["version", "--client"],
+    version_banner: || format!("Client Version: {KUBERNETES_VERSION}"),
 };
 
 const ETCD: GoBinary = GoBinary {
@@ -259,6 +279,7 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     );
     println!("testenv: kube-scheduler {}", bins.kube_scheduler.display());
     println!("testenv: kube-proxy     {}", bins.kube_proxy.display());
+    println!("testenv: kubectl        {}", bins.kubectl.display());
     println!("testenv: etcd           {}", bins.etcd.display());
     println!("testenv: helm           {}", bins.helm.display());
     println!("testenv: toxiproxy      {}", bins.toxiproxy.display());
@@ -281,6 +302,7 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
         .with_context(|| format!("locking {}", lock_path.display()))?;
     let kube_apiserver = ensure_one(&cache, &KUBE_APISERVER)?;
     let kube_bin = |name: &str| bin_dir.join(name);
+    let kubectl = ensure_one(&cache, &KUBECTL)?;
     let etcd = ensure_one(&cache, &ETCD)?;
     let helm = ensure_one(&cache, &HELM)?;
     let toxiproxy = ensure_one(&cache, &TOXIPROXY)?;
@@ -292,6 +314,7 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
         kube_controller_manager: kube_bin("kube-controller-manager"),
         kube_scheduler: kube_bin("kube-scheduler"),
         kube_proxy: kube_bin("kube-proxy"),
+        kubectl,
         etcd,
         helm,
         toxiproxy,
@@ -669,5 +692,7 @@ mod tests {
             ]
         );
         assert_eq!(ETCD.outputs(), ["etcd"]);
+        assert_eq!(KUBECTL.outputs(), ["kubectl"]);
+        assert!(KUBECTL.stamp().contains("k8s.io/kubernetes v1.37.2"));
     }
 }

@@ -1,5 +1,5 @@
 //! Finding the binaries that `cargo xtask testenv` builds: `etcd`,
-//! `kube-apiserver`, `helm`, `vrouter-server`, `vrouter-agent`, `toxiproxy-server`,
+//! `kube-apiserver`, `kubectl`, `helm`, `vrouter-server`, `vrouter-agent`, `toxiproxy-server`,
 //! and the Go oracles of our own tests (`gotemplate`, `kstatus`).
 
 use std::path::PathBuf;
@@ -52,6 +52,12 @@ impl NodeBinaries {
 /// `cargo xtask testenv` builds too, for tests that render the chart.
 pub fn helm() -> Result<PathBuf, Error> {
     locate_one("helm", "VROUTER_HELM")
+}
+
+/// `kubectl` of the API server's release (`VROUTER_KUBECTL` when set,
+/// else the cache's `bin/`), which `cargo xtask testenv` builds too.
+pub fn kubectl() -> Result<PathBuf, Error> {
+    locate_one("kubectl", "VROUTER_KUBECTL")
 }
 
 /// The real vrouter-daemon's server and agent (`VROUTER_DAEMON_SERVER` /

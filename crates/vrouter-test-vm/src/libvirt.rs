@@ -25,9 +25,12 @@ use crate::process::{Scratch, Spawn, find_program, scratch_dir, spawn_tied};
 pub const HOW_TO_GET_LIBVIRT: &str = "install Debian's libvirt-daemon, libvirt-daemon-driver-qemu and \
      libvirt-clients (`cargo xtask guest-image` or `cargo xtask test` does it)";
 
+/// The private directory behind `/run/libvirt`, where the sockets are.
+const RUN_DIR: &str = "run";
+
 /// The directories libvirt keeps its state in, each replaced by a private one.
 const PRIVATE_DIRS: [(&str, &str); 5] = [
-    ("run", "/run/libvirt"),
+    (RUN_DIR, "/run/libvirt"),
     ("lib", "/var/lib/libvirt"),
     ("log", "/var/log/libvirt"),
     ("cache", "/var/cache/libvirt"),
@@ -132,8 +135,11 @@ impl Libvirt {
 
     fn wait_until_serving(&self) -> Result<(), VmError> {
         let deadline = Instant::now() + Duration::from_secs(60);
+        // The socket in the private directory first: `virsh` could reach a
+        // libvirtd of the machine's own before the script's mounts are made.
+        let socket = self.socket_dir().join("libvirt-sock");
         loop {
-            if self.virsh(&["uri"]).is_ok() {
+            if socket.exists() && self.virsh(&["uri"]).is_ok() {
                 return Ok(());
             }
             if let Some(status) = self
@@ -175,7 +181,7 @@ impl Libvirt {
     /// virt-launcher's `compute` container has libvirt's) reaches this
     /// daemon with `virsh`'s default URI.
     pub fn socket_dir(&self) -> PathBuf {
-        self.dir.path().join(PRIVATE_DIRS[0].0)
+        self.dir.path().join(RUN_DIR)
     }
 
     /// The argv that runs `argv` (e.g. `virsh qemu-agent-command ...`) in

@@ -3,34 +3,39 @@
 //! Proxmox endpoints, the vrouter-daemon address) and the Proxmox token
 //! replaced by the in-test peers'.
 //!
-//! The KubeVirt targets take KubeVirt's data path with nothing of it
-//! simulated by our code: each VMI has a launcher pod (labelled as KubeVirt
-//! labels it) whose `compute` container holds the host's `virsh`, with a
-//! real libvirtd's socket directory mounted where libvirt keeps it; that
-//! libvirtd runs the guest under QEMU. The operator's pods exec into the
-//! container through the API server and the kubelet, under the chart's
-//! role. What stands in for KubeVirt is the VMI object and its status,
-//! written here as virt-handler would once the pod runs; libvirtd runs
-//! beside the node rather than inside the container, so that one daemon
-//! serves both VMIs.
+//! The KubeVirt targets take KubeVirt's data path: each VMI has a launcher
+//! pod (labelled as KubeVirt labels it) whose `compute` container holds the
+//! host's `virsh`, with a real libvirtd's socket directory mounted where
+//! libvirt keeps it; that libvirtd runs the guest under QEMU. The
+//! operator's pods exec into the container through the API server and the
+//! kubelet, under the chart's role. What stands in for KubeVirt is what its
+//! controllers write: the VMI object, the launcher pod (made here, holding
+//! only `virsh`: libvirtd runs beside the node rather than inside the
+//! container, so that one daemon serves both VMIs), and the VMI's status,
+//! written as virt-handler would once the pod runs.
 //!
-//! `kubectl wait --for=condition=Ready` on the example binding returns,
-//! every config is Applied, each router ran each config meant for it once
-//! with every command in it, and the two examples that show what the
+//! `kubectl wait --for=condition=Ready` (kubectl of the API server's
+//! release) on the example binding returns; every config is Applied on the
+//! router its target names, which ran it once, with every command, its
+//! config fragment and its `save`; the daemon target is Ready (its agent
+//! seen connected from the pods); and the two examples that show what the
 //! operator writes (a generated config, a VRouterStatus) match what it
-//! wrote.
+//! wrote. The namespaces are deleted before the guests stop.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
 use kube::discovery::pinned_kind;
+use vrouter_api::VRouterStatus;
+use vrouter_qga::Transport;
 use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
 use vrouter_test_peers::vm::router::{RouterView, router_overlay};
 use vrouter_test_peers::vm::{Domain, Libvirt, VirshTransport};
 
-use super::proxmox::{ProxmoxSite, TOKEN_ID, TOKEN_SECRET};
+use super::proxmox::{BOOT_BOUND, ProxmoxSite, TOKEN_ID, TOKEN_SECRET};
 use super::rollout::condition_is_true;
 use super::*;
 
@@ -45,10 +50,20 @@ const BINDING: &str = "bgp-binding";
 /// The examples that show what the operator writes, not what users apply.
 const GENERATED_CONFIG: &str = "11-config-generated.yaml";
 const OPERATOR_STATUS: &str = "12-status.yaml";
-/// The daemon agent 08-target-daemon.yaml names.
+/// The daemon target of 08-target-daemon.yaml and the agent it names.
+const DAEMON_TARGET: &str = "site-c-routers";
 const DAEMON_AGENT: &str = "router-c";
-/// A guest boots in 4–10 s under TCG; the margin is for a busy machine.
-const BOOT_BOUND: Duration = Duration::from_secs(180);
+/// The Proxmox guest, by the name [`guest_of`] gives it.
+const PROXMOX: &str = "proxmox";
+/// Which guest runs which config: the binding's two routers (05 through
+/// KubeVirt, 06 through Proxmox) and 10's direct config, on the VMI of the
+/// same name in the target's own namespace.
+/// In the order of the guests' names.
+const CONFIGS_BY_GUEST: [(&str, &str); 3] = [
+    (EXAMPLES_NS, "vyos-router-a-config"),
+    (VM_NS, "bgp-binding.site-a-routers"),
+    (PROXMOX, "bgp-binding.site-b-routers"),
+];
 /// The example binding soaks 1m30s between its two routers.
 const ROLLOUT_BOUND: Duration = Duration::from_secs(360);
 
@@ -93,7 +108,9 @@ pub async fn the_examples_apply(
     daemon_address: &str,
     guests: KubeVirtGuests,
 ) {
-    let guests = guests.started();
+    let guests = tokio::task::spawn_blocking(move || guests.started())
+        .await
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic.into_panic()));
     let _agent: Agent = daemon.start_agent(DAEMON_AGENT, AgentFlags::default()).await;
     let image = node.import_virsh_image().expect("the virsh image");
     let mut views = BTreeMap::new();
@@ -101,7 +118,6 @@ pub async fn the_examples_apply(
         namespace_named(node, ns, *ns == VM_NS).await;
         views.insert(*ns, kubevirt_vm(node, ns, domain, image).await);
     }
-    let pve_runs_before = pve.view.apply_journal().await.expect("the Proxmox guest's journal");
     let substitutes = Substitutes {
         pve_endpoint: format!("https://{}", pve.address),
         daemon_address: daemon_address.to_owned(),
@@ -111,35 +127,97 @@ pub async fn the_examples_apply(
     }
     kubectl_wait_ready(node).await;
 
-    let configs = api_of_ns(node, "VRouterConfig", "vrouterconfigs");
-    let configs = configs.list(&ListParams::default()).await.expect("the configs").items;
+    let mut records = BTreeMap::new();
+    records.insert(PROXMOX, GuestRecord::read(&pve.view).await);
+    for (ns, view) in &views {
+        records.insert(*ns, GuestRecord::read(view).await);
+    }
+    each_config_ran_once_on_its_router(node, &records).await;
+    the_daemon_target_is_ready(node).await;
+    the_operators_writes_match_the_examples(node).await;
+
+    // Before the guests stop: the operator cleans up after the configs.
+    drop(views);
+    for ns in [EXAMPLES_NS, VM_NS] {
+        namespace_deleted(node, ns).await;
+    }
+    tokio::task::spawn_blocking(move || drop(guests))
+        .await
+        .expect("the guests stopped");
+}
+
+/// What a guest's stubs recorded since its last reset.
+#[derive(Debug)]
+struct GuestRecord {
+    /// The apply ids, in order, each ended before the next began.
+    runs: Vec<String>,
+    calls: Vec<String>,
+    loaded: Vec<String>,
+}
+
+impl GuestRecord {
+    async fn read<T: Transport>(view: &RouterView<T>) -> GuestRecord {
+        GuestRecord {
+            runs: view
+                .apply_runs()
+                .await
+                .expect("the guest's journal")
+                .expect("no apply still runs in the guest"),
+            calls: view.calls().await.expect("the guest's calls"),
+            loaded: view.loaded_configs().await.expect("the guest's loads"),
+        }
+    }
+}
+
+/// Every config in the examples' namespace is Applied on the guest its
+/// target names ([`CONFIGS_BY_GUEST`]), and each guest ran exactly its
+/// configs, once each, with every command, the config fragment loaded and
+/// `save` called when the config asks for it.
+async fn each_config_ran_once_on_its_router(node: &TestNode, records: &BTreeMap<&str, GuestRecord>) {
+    let configs = api_of_ns(node, "VRouterConfig", "vrouterconfigs")
+        .list(&ListParams::default())
+        .await
+        .expect("the configs")
+        .items;
     let mut by_guest: BTreeMap<&str, Vec<&DynamicObject>> = BTreeMap::new();
     for config in &configs {
         assert!(condition_is_true(config, "Applied"), "not Applied: {config:?}");
         by_guest.entry(guest_of(node, config).await).or_default().push(config);
     }
-    assert_eq!(
-        by_guest.values().map(Vec::len).sum::<usize>(),
-        3,
-        "one config per router of the binding and the direct one: {by_guest:?}"
-    );
-    for (guest, configs) in &by_guest {
-        let (runs, calls) = match *guest {
-            "proxmox" => {
-                let journal = pve.view.apply_journal().await.expect("the Proxmox guest's journal");
-                let since = journal[pve_runs_before.len()..].to_vec();
-                let runs = runs_of(&since);
-                (runs, pve.view.calls().await.expect("the Proxmox guest's calls"))
-            }
-            ns => {
-                let view = &views[ns];
-                let runs = view.apply_runs().await.expect("the journal").expect("no apply running");
-                (runs, view.calls().await.expect("the guest's calls"))
-            }
-        };
-        ran_each_config_once(guest, configs, &runs, &calls);
+    let placed: Vec<(&str, String)> = by_guest
+        .iter()
+        .flat_map(|(guest, configs)| configs.iter().map(move |c| (*guest, c.name_any())))
+        .collect();
+    let expected: Vec<(&str, String)> = CONFIGS_BY_GUEST.iter().map(|(g, c)| (*g, (*c).to_owned())).collect();
+    assert_eq!(placed, expected, "which guest runs which config");
+    for (guest, record) in records {
+        ran_its_configs_once(guest, &by_guest[guest], record);
     }
-    the_operators_writes_match_the_examples(node).await;
+}
+
+/// The daemon target (08), which no config names, is Ready: the pods
+/// reached the vrouter-daemon and found its agent connected.
+async fn the_daemon_target_is_ready(node: &TestNode) {
+    let targets = api_of_ns(node, "VRouterTarget", "vroutertargets");
+    node.until("the daemon target Ready", || async {
+        let target = targets.get(DAEMON_TARGET).await.ok()?;
+        (condition_is_true(&target, "Ready") && target.data["status"]["vmRunning"] == true).then_some(())
+    })
+    .await;
+}
+
+/// Deletes namespace `name` and waits until it is gone (the operator's
+/// finalizers done).
+async fn namespace_deleted(node: &TestNode, name: &str) {
+    let namespaces = Api::<Namespace>::all(node.client());
+    namespaces
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting namespace {name}: {e}"));
+    node.until("the namespace gone", || async {
+        namespaces.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
 }
 
 /// A namespace with this exact name (the examples name theirs), its
@@ -315,13 +393,10 @@ async fn apply(node: &TestNode, object: Value) {
 }
 
 /// `kubectl wait --for=condition=Ready vrouterbinding/bgp-binding`, the
-/// command the README gives, returns.
+/// command the README gives, returns (kubectl of the API server's release,
+/// which `cargo xtask testenv` builds).
 async fn kubectl_wait_ready(node: &TestNode) {
-    let kubectl = ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|path| path.is_file())
-        .expect("kubectl, which this machine image has in /usr/bin (Debian-style package `kubectl`)");
+    let kubectl = vrouter_test_apiserver::kubectl().unwrap_or_else(|e| panic!("{e}"));
     let out = tokio::process::Command::new(kubectl)
         .arg("--kubeconfig")
         .arg(node.env().kubeconfig_path())
@@ -358,7 +433,7 @@ async fn guest_of(node: &TestNode, config: &DynamicObject) -> &'static str {
         .expect("the config's target");
     let provider = &target.data["spec"]["provider"];
     if provider["proxmox"].is_object() {
-        return "proxmox";
+        return PROXMOX;
     }
     match provider["kubevirt"]["namespace"].as_str().unwrap_or(EXAMPLES_NS) {
         VM_NS => VM_NS,
@@ -367,40 +442,47 @@ async fn guest_of(node: &TestNode, config: &DynamicObject) -> &'static str {
     }
 }
 
-/// The apply ids of a journal's runs, each started and ended.
-fn runs_of(journal: &[String]) -> Vec<String> {
-    journal
+/// `guest` ran exactly `configs`' applies, once each, and each config's
+/// commands (there are some), its config fragment and its `save`.
+fn ran_its_configs_once(guest: &str, configs: &[&DynamicObject], record: &GuestRecord) {
+    let mut expected: Vec<&str> = configs
         .iter()
-        .filter_map(|line| line.strip_suffix(" started"))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The guest ran exactly its configs' applies, once each, and every
-/// command of each config reached its config session.
-fn ran_each_config_once(guest: &str, configs: &[&DynamicObject], runs: &[String], calls: &[String]) {
-    let mut expected: Vec<String> = configs
-        .iter()
-        .map(|c| c.data["status"]["applyId"].as_str().expect("an applyId").to_owned())
+        .map(|c| c.data["status"]["applyId"].as_str().expect("an applyId"))
         .collect();
-    let mut ran = runs.to_vec();
+    let mut ran: Vec<&str> = record.runs.iter().map(String::as_str).collect();
     expected.sort();
     ran.sort();
     assert_eq!(ran, expected, "{guest}: the applies that ran");
+    let mut saves = 0;
     for config in configs {
-        for command in config.data["spec"]["commands"].as_str().unwrap_or_default().lines() {
+        let name = config.name_any();
+        let spec = &config.data["spec"];
+        let commands = spec["commands"].as_str().expect("commands");
+        assert!(!commands.trim().is_empty(), "{name} has commands");
+        for command in commands.lines().map(str::trim).filter(|c| !c.is_empty()) {
             assert!(
-                calls.iter().any(|call| call == command.trim()),
-                "{guest}: `{command}` of {:?} did not run: {calls:?}",
-                config.metadata.name
+                record.calls.iter().any(|call| call == command),
+                "{guest}: `{command}` of {name} did not run: {:?}",
+                record.calls
             );
         }
+        if let Some(fragment) = spec["config"].as_str().filter(|c| !c.is_empty()) {
+            assert!(
+                record.loaded.iter().any(|loaded| loaded == fragment),
+                "{guest}: the config of {name} was not loaded: {:?}",
+                record.loaded
+            );
+        }
+        saves += usize::from(spec["save"] == true);
     }
+    let saved = record.calls.iter().filter(|call| *call == "save").count();
+    assert_eq!(saved, saves, "{guest}: save calls: {:?}", record.calls);
 }
 
 /// 11-config-generated.yaml and 12-status.yaml show what the operator
-/// writes; what it wrote has their names, labels, owner and specs (11's
-/// commands are an excerpt: each of its lines is among the generated ones).
+/// writes; what it wrote has their names, 11's labels, both owners and
+/// their specs (11's commands are an excerpt: each of its lines is among
+/// the generated ones).
 async fn the_operators_writes_match_the_examples(node: &TestNode) {
     let shown = example(GENERATED_CONFIG);
     let name = shown["metadata"]["name"].as_str().expect("a name");
@@ -442,14 +524,21 @@ async fn the_operators_writes_match_the_examples(node: &TestNode) {
         );
     }
 
-    let shown = example(OPERATOR_STATUS);
-    let name = shown["metadata"]["name"].as_str().expect("a name");
+    let shown: VRouterStatus = serde_json::from_value(example(OPERATOR_STATUS)).expect("a VRouterStatus");
+    let name = shown.metadata.name.clone().expect("a name");
     let statuses = api_of_ns(node, "VRouterStatus", "vrouterstatuses");
     let written = node
         .until(
             "the VRouterStatus the operator creates after the first apply",
-            || async { statuses.get(name).await.ok() },
+            || async { statuses.get(&name).await.ok() },
         )
         .await;
-    assert_eq!(written.data["spec"]["configRef"], shown["spec"]["configRef"]);
+    let written: VRouterStatus =
+        serde_json::from_value(serde_json::to_value(&written).expect("JSON")).expect("a VRouterStatus");
+    assert_eq!(written.spec, shown.spec, "{OPERATOR_STATUS}: spec");
+    let owner = &written.metadata.owner_references.as_ref().expect("an owner")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("VRouterConfig", shown.spec.config_ref.name.as_str())
+    );
 }

@@ -25,7 +25,7 @@ const CONFIG: &str = "pve-router-config";
 /// which is checked before the kill.
 const COMMIT_DELAY_S: u32 = 20;
 /// A guest boots in 4–10 s under TCG; the margin is for a busy machine.
-const BOOT_BOUND: Duration = Duration::from_secs(180);
+pub const BOOT_BOUND: Duration = Duration::from_secs(180);
 
 /// Starts the guest early: it boots while the node starts and the chart
 /// installs.
@@ -166,7 +166,8 @@ pub async fn a_leader_killed_mid_apply_applies_once(
     );
     renewing_holder(node, ns, &names).await;
     // The guest is the examples' VM 100 next: a second config on it would
-    // see the examples' apply as drift at its next sync and apply again.
+    // see the examples' apply as drift at its next sync and apply again;
+    // and its record starts afresh for them.
     configs
         .delete(CONFIG, &DeleteParams::default())
         .await
@@ -175,5 +176,6 @@ pub async fn a_leader_killed_mid_apply_applies_once(
         configs.get_opt(CONFIG).await.ok()?.is_none().then_some(())
     })
     .await;
+    site.view.reset().await.expect("the guest's router state reset");
     operator_pods_ready(node, ns).await
 }
