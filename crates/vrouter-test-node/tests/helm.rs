@@ -104,6 +104,7 @@ async fn the_chart_runs_the_operator_image_which_leads_validates_and_serves_metr
     let applying_examples = Instant::now();
     examples::the_examples_apply(&node, &site, &daemon, &daemon_address, kubevirt_guests).await;
     eprintln!("examples: {:.1}s", applying_examples.elapsed().as_secs_f64());
+    rollout::own_writes_while_no_webhook_answers(&node, &ns, &agents).await;
     webhooks_down_refuse_creates_until_they_return(&node, &ns, &pods).await;
     eprintln!("whole test: {:.1}s", started.elapsed().as_secs_f64());
 }
@@ -691,12 +692,15 @@ fn valid_target(name: &str) -> DynamicObject {
 }
 
 fn targets_api(client: kube::Client, ns: &TestNamespace) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("vrouter.kojuro.date", "v1", "VRouterTarget");
-    Api::namespaced_with(
-        client,
-        ns.name(),
-        &ApiResource::from_gvk_with_plural(&gvk, "vroutertargets"),
-    )
+    rollout::api_in(client, ns.name(), "VRouterTarget", "vroutertargets")
+}
+
+/// Whether the API server refused a request because it could not call the
+/// validating webhook (`failurePolicy: Fail`).
+fn refused_for_no_webhook(status: &kube::core::Status) -> bool {
+    status
+        .message
+        .contains(r#"failed calling webhook "validate.vrouter.kojuro.date""#)
 }
 
 /// Scales the chart's Deployment to `replicas`.
@@ -730,13 +734,7 @@ async fn webhooks_down_refuse_creates_until_they_return(node: &TestNode, ns: &Te
     })
     .await;
     let refused = |result: Result<DynamicObject, kube::Error>, what: &str| match result {
-        Err(kube::Error::Api(status)) => assert!(
-            status
-                .message
-                .contains(r#"failed calling webhook "validate.vrouter.kojuro.date""#),
-            "{what}: {}",
-            status.message
-        ),
+        Err(kube::Error::Api(status)) => assert!(refused_for_no_webhook(&status), "{what}: {}", status.message),
         other => panic!("{what} while no webhook runs: {other:?}"),
     };
     refused(

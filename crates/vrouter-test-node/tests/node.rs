@@ -2,7 +2,11 @@
 //! from a locally imported image is scheduled and started, `exec` goes
 //! through the API server to the kubelet, pods reach the API server's
 //! Service IP through kube-proxy, a deleted pod is replaced, and a
-//! container killed from the host is restarted by the kubelet.
+//! container killed from the host is restarted by the kubelet. Stopped,
+//! the node leaves the host as it found it.
+
+use std::collections::BTreeSet;
+use std::path::Path;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -16,6 +20,7 @@ const APP: &str = "probe";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployment_runs_answers_exec_and_recovers_on_the_test_node() {
+    let host_before = HostView::now();
     let mut node = match TestNode::start().await {
         Ok(node) => node,
         Err(e) => panic!("cannot start the test node: {e}"),
@@ -66,6 +71,83 @@ async fn a_deployment_runs_answers_exec_and_recovers_on_the_test_node() {
         .until("a replacement pod Running and Ready", || ready_pod(&pods, Some(&name)))
         .await;
     assert_ne!(second.metadata.name.as_deref(), Some(name.as_str()));
+
+    let running = HostView::now();
+    assert_ne!(running, host_before, "the node changes the host while it runs");
+    drop(node);
+    assert_eq!(HostView::now(), host_before, "the host after the node stopped");
+}
+
+/// What the kubelet, containerd and the CNI plugins change on the host
+/// outside the node's directory and namespace, as read here (independently
+/// of the harness's own record): host-wide kernel tunables the kubelet sets,
+/// paths they hard-code, pod network namespaces, `kubepods` cgroups, and
+/// mounts under any of those.
+#[derive(Debug, PartialEq)]
+struct HostView {
+    sysctls: Vec<(String, String)>,
+    paths: Vec<(&'static str, bool)>,
+    netns: BTreeSet<String>,
+    kubepods: BTreeSet<String>,
+    mounts: BTreeSet<String>,
+}
+
+impl HostView {
+    const SYSCTLS: [&str; 4] = [
+        "vm/overcommit_memory",
+        "vm/panic_on_oom",
+        "kernel/panic",
+        "kernel/panic_on_oops",
+    ];
+    const PATHS: [&str; 5] = [
+        "/var/lib/kubelet",
+        "/var/log/containers",
+        "/var/log/pods",
+        "/var/lib/cni",
+        "/run/containerd",
+    ];
+
+    fn now() -> HostView {
+        let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+        let names = |dir: &str| -> BTreeSet<String> {
+            std::fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(Result::ok)
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let kubepods = names("/sys/fs/cgroup")
+            .into_iter()
+            .map(|hierarchy| format!("/sys/fs/cgroup/{hierarchy}/kubepods"))
+            .chain(["/sys/fs/cgroup/kubepods.slice".to_owned()])
+            .filter(|path| Path::new(path).is_dir())
+            .collect();
+        let watched = |mount_point: &str| {
+            Self::PATHS
+                .iter()
+                .chain(&["/run/netns"])
+                .any(|p| mount_point.starts_with(p))
+        };
+        let mounts = read("/proc/self/mountinfo")
+            .lines()
+            .filter_map(|line| line.split(' ').nth(4))
+            .filter(|mount_point| watched(mount_point))
+            .map(str::to_owned)
+            .collect();
+        HostView {
+            sysctls: Self::SYSCTLS
+                .iter()
+                .map(|name| (name.to_string(), read(&format!("/proc/sys/{name}")).trim().to_owned()))
+                .collect(),
+            paths: Self::PATHS.iter().map(|p| (*p, Path::new(p).exists())).collect(),
+            netns: names("/run/netns"),
+            kubepods,
+            mounts,
+        }
+    }
 }
 
 /// The API server listens on all the namespace's addresses at 6443:

@@ -36,7 +36,7 @@ use vrouter_test_peers::vm::router::{RouterView, router_overlay};
 use vrouter_test_peers::vm::{Domain, Libvirt, VirshTransport};
 
 use super::proxmox::{BOOT_BOUND, ProxmoxSite, TOKEN_ID, TOKEN_SECRET};
-use super::rollout::condition_is_true;
+use super::rollout::{api_in, condition_is_true};
 use super::*;
 
 /// The examples' own namespace, and the namespace of the VM that consents
@@ -415,12 +415,7 @@ async fn kubectl_wait_ready(node: &TestNode) {
 }
 
 fn api_of_ns(node: &TestNode, kind: &str, plural: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("vrouter.kojuro.date", "v1", kind);
-    Api::namespaced_with(
-        node.client(),
-        EXAMPLES_NS,
-        &ApiResource::from_gvk_with_plural(&gvk, plural),
-    )
+    api_in(node.client(), EXAMPLES_NS, kind, plural)
 }
 
 /// Which guest a config's target is: `proxmox`, or the namespace of its

@@ -4,6 +4,7 @@
 //! deleted between the two routers: the other replica takes over and
 //! finishes the rollout, and each router ran its config once.
 
+use kube::ResourceExt;
 use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
 
 use super::*;
@@ -36,8 +37,13 @@ pub async fn create(api: &Api<DynamicObject>, object: Value) {
 }
 
 pub fn api_of(ns: &TestNamespace, kind: &str, plural: &str) -> Api<DynamicObject> {
+    api_in(ns.client(), ns.name(), kind, plural)
+}
+
+/// One of the operator's kinds in `namespace`, untyped (as a user's manifest is).
+pub fn api_in(client: kube::Client, namespace: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("vrouter.kojuro.date", "v1", kind);
-    ns.dynamic_api(&ApiResource::from_gvk_with_plural(&gvk, plural))
+    Api::namespaced_with(client, namespace, &ApiResource::from_gvk_with_plural(&gvk, plural))
 }
 
 /// How long the rollout soaks after a router is Applied: the leader is
@@ -159,4 +165,116 @@ pub async fn a_rollout_survives_its_leader(
         );
     }
     pods
+}
+
+/// The webhook Service without endpoints while the operator runs (its pods
+/// serve the webhooks, so this is how an outage of the webhooks alone
+/// looks to the API server). The operator's status writes, which the
+/// webhooks do not intercept, go through: a reboot stamped on router-b's
+/// target is applied again and reported Applied during the outage. Its
+/// writes that they do intercept are refused and retried: router-a's
+/// config, deleted during the outage, keeps its finalizer until the
+/// webhooks return; then it is gone, the binding writes it again, and it
+/// is applied once more. Each router ran exactly one more commit.
+pub async fn own_writes_while_no_webhook_answers(node: &TestNode, ns: &TestNamespace, agents: &[Agent]) {
+    let commits_before: Vec<usize> = agents.iter().map(commits_of).collect();
+    let configs = configs_by_router(ns).await.expect("the configs");
+    let config_of = |router: &str| {
+        configs
+            .iter()
+            .find(|(r, _)| r == router)
+            .map(|(_, c)| c.clone())
+            .unwrap_or_else(|| panic!("{router}'s config in {configs:?}"))
+    };
+    let (deleted, rebooted) = (config_of(ROUTERS[0]), config_of(ROUTERS[1]));
+    webhook_endpoints(ns, false).await;
+    let probe = api_of(ns, "VRouterTarget", "vroutertargets");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let outage_target = || {
+        serde_json::from_value::<DynamicObject>(json!({
+            "apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterTarget",
+            "metadata": {"name": "during-outage"},
+            "spec": {"provider": {"type": "kubevirt", "kubevirt": {"name": "vm-a"}}}}))
+        .expect("a valid object")
+    };
+    node.until("the webhooks unreachable", || async {
+        match probe.create(&dry_run, &outage_target()).await {
+            Err(kube::Error::Api(status)) if refused_for_no_webhook(&status) => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+
+    let configs_api = api_of(ns, "VRouterConfig", "vrouterconfigs");
+    configs_api
+        .delete(&deleted.name_any(), &DeleteParams::default())
+        .await
+        .expect("a config deleted (deletes are not sent to the webhooks)");
+    let applied_before = rebooted.data["status"]["lastAppliedTime"].clone();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    api_of(ns, "VRouterTarget", "vroutertargets")
+        .patch_status(
+            ROUTERS[1],
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"lastRebootTime": now.to_string()}})),
+        )
+        .await
+        .expect("a reboot stamped on router-b's target");
+    node.until("router-b applied again during the outage", || async {
+        let config = configs_api.get(&rebooted.name_any()).await.ok()?;
+        let applied = &config.data["status"]["lastAppliedTime"];
+        (condition_is_true(&config, "Applied") && *applied != applied_before).then_some(())
+    })
+    .await;
+    assert_eq!(
+        commits_of(&agents[1]),
+        commits_before[1] + 1,
+        "router-b re-applied once"
+    );
+    let terminating = configs_api
+        .get(&deleted.name_any())
+        .await
+        .expect("the deleted config waits for its finalizer's removal, an update the webhooks must admit");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    match probe.create(&dry_run, &outage_target()).await {
+        Err(kube::Error::Api(status)) if refused_for_no_webhook(&status) => {}
+        other => panic!("the outage lasted through router-b's apply: {other:?}"),
+    }
+
+    webhook_endpoints(ns, true).await;
+    let deleted_uid = deleted.uid().expect("a uid");
+    node.until("router-a's config written again and Applied", || async {
+        let config = configs_api.get(&deleted.name_any()).await.ok()?;
+        (config.uid().as_deref() != Some(deleted_uid.as_str()) && condition_is_true(&config, "Applied")).then_some(())
+    })
+    .await;
+    let bindings = api_of(ns, "VRouterBinding", "vrouterbindings");
+    node.until("the binding Ready after the outage", || async {
+        condition_is_true(&bindings.get(BINDING).await.ok()?, "Ready").then_some(())
+    })
+    .await;
+    let commits: Vec<usize> = agents.iter().map(commits_of).collect();
+    let want: Vec<usize> = commits_before.iter().map(|c| c + 1).collect();
+    assert_eq!(commits, want, "one more commit on each router");
+}
+
+fn commits_of(agent: &Agent) -> usize {
+    agent.sandbox().calls().iter().filter(|c| *c == "commit").count()
+}
+
+/// Takes the chart's webhook Service's endpoints away (`false`), by a
+/// selector label no pod has, or gives them back.
+async fn webhook_endpoints(ns: &TestNamespace, serving: bool) {
+    let outage = if serving { Value::Null } else { json!("on") };
+    ns.api::<Service>()
+        .patch(
+            &format!("{RELEASE}-webhook"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"selector": {"vrouter.test/webhook-outage": outage}}})),
+        )
+        .await
+        .expect("the webhook Service patched");
 }
