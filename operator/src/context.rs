@@ -13,6 +13,7 @@ use vrouter_providers::lookup_cache::CachedLookup;
 use vrouter_providers::proxmox::ProxmoxClients;
 use vrouter_providers::{FactoryContext, KubeLookup, Provider, ProviderError, build_provider};
 
+use crate::binding_writes::BindingWrites;
 use crate::metrics::Metrics;
 use crate::vrouterconfig::one_apply_per_router::RouterLocks;
 use crate::vrouterconfig::recently_ready::RecentlyReady;
@@ -130,6 +131,8 @@ pub struct Context {
     /// Routers that passed a readiness check a moment ago: the config and
     /// the drift controller both skip a check another one just made.
     pub recently_ready: Arc<RecentlyReady>,
+    /// Bindings' config writes in flight, which new applies let go first.
+    pub binding_writes: BindingWrites,
 }
 
 /// Field manager of every write the operator makes.
@@ -156,6 +159,7 @@ impl Context {
             router_locks: RouterLocks::default(),
             status_objects_due: StatusObjectsDue::default(),
             recently_ready: Arc::default(),
+            binding_writes: BindingWrites::default(),
         }
     }
 

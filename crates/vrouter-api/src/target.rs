@@ -136,7 +136,8 @@ pub struct VRouterTargetStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub proxmox_node: String,
     /// When the guest last booted, if a recent reboot was detected; a newer
-    /// value forces one re-apply of every config of this target.
+    /// value forces one re-apply of every config of this target not applied
+    /// since that boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reboot_time: Option<Time>,
     /// Whether the VM was running at the last poll.

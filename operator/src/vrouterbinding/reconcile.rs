@@ -372,13 +372,15 @@ async fn carry_out(
     let rollouts = |state: &'static str| ctx.metrics.rollouts.get_or_create(&StateLabels { state }).inc();
     match decision {
         Decision::WriteAll { targets: indices, .. } => {
-            // Several writes in flight: one at a time, a binding's creates
-            // queue behind the applies they start.
+            // Several writes in flight; the applies they start wait for
+            // the batch (`binding_writes`) instead of slowing it down.
             let writes = indices
                 .iter()
                 .map(|&i| (&desired[i], existing_of(&desired[i])))
                 .collect();
+            let batch = ctx.binding_writes.batch();
             write_all(configs, &ctx.config_writes, writes).await?;
+            drop(batch);
             set_status(ctx, binding, wanted, None, false).await?;
         }
         Decision::StampThenWrite { target, frontier, .. } => {

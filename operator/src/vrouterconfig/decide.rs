@@ -342,31 +342,53 @@ pub fn on_exec_polled(status: &VRouterConfigStatus, clock: Clock, poll: Poll) ->
     }
 }
 
+/// How much earlier than the boot it stands for a target's `lastRebootTime`
+/// can be. It is "read at minus uptime", with the uptime read before the
+/// moment stamped (and, from Proxmox, in whole seconds rounded down), so it
+/// is never before the boot; stored as a `metav1.Time` it loses its
+/// fraction, up to one second. One more second covers the skew between
+/// replicas' clocks, which stamp it and `lastAppliedTime`.
+const REBOOT_ESTIMATE_SLACK: SignedDuration = SignedDuration::from_secs(2);
+
 /// The router's latest boot, as [`dispatch_reason`] and the dispatch's
 /// record of it take it: the target's `lastRebootTime` (a Proxmox reboot
 /// found by the ProxmoxCluster sync) or the start of the VM's current run as
 /// its provider records it (a KubeVirt VMI's creation), whichever is later.
 ///
-/// A run that began before the config's last success, when the config
-/// recorded no boot for it, is the run that success went to: applied by the
-/// Go operator (which records none for KubeVirt) or before runs were
-/// recorded. It is not counted, so such a config is not applied again for
-/// the VM it is already on. A run's start is exact, unlike an uptime-derived
-/// `lastRebootTime`, which is why only it is compared with the success.
+/// A boot before the config's last success went to that success, and is not
+/// counted, so a reboot found only after the apply (a guest booted shortly
+/// before its first apply, seen by the cluster's next sync) does not apply
+/// it a second time. A plain apply's success is read from the guest agent
+/// that ran the script, or from the apply's record in the router's `/run`,
+/// and a boot after the dispatch would have lost both. Not so a confirmed
+/// apply's (`confirmed`): it is the confirm's, and a boot between the
+/// script and the confirm rolls the change back without failing the confirm;
+/// for such a config every unhandled reboot counts, as before.
+/// - The target's `lastRebootTime` is an estimate, never earlier than the
+///   boot by more than [`REBOOT_ESTIMATE_SLACK`]; it is not counted when it
+///   lies that much before the success.
+/// - A VM run's start is exact; it is not counted when it began before the
+///   success and the config recorded no boot for it (applied by the Go
+///   operator, which records none for KubeVirt, or before runs were recorded).
 pub fn latest_boot(
     status: &VRouterConfigStatus,
+    confirmed: bool,
     target_last_reboot: Option<&Time>,
     vm_started_at: Option<Timestamp>,
 ) -> Option<Time> {
-    let already_applied_to = |started: &Timestamp| {
-        status.last_reboot_handled_time.is_none()
-            && status
-                .last_applied_time
-                .as_ref()
-                .is_some_and(|applied| *started <= applied.0)
+    let succeeded_after = |boot: Timestamp| {
+        status
+            .last_applied_time
+            .as_ref()
+            .is_some_and(|applied| boot <= applied.0)
     };
-    let started = vm_started_at.filter(|s| !already_applied_to(s));
-    match (target_last_reboot, started) {
+    let reboot = target_last_reboot.filter(|reboot| {
+        let latest_true_boot = reboot.0.checked_add(REBOOT_ESTIMATE_SLACK).unwrap_or(reboot.0);
+        confirmed || !succeeded_after(latest_true_boot)
+    });
+    let started =
+        vm_started_at.filter(|started| !(status.last_reboot_handled_time.is_none() && succeeded_after(*started)));
+    match (reboot, started) {
         (Some(reboot), Some(started)) if started > reboot.0 => Some(Time(started)),
         (Some(reboot), _) => Some(reboot.clone()),
         (None, started) => started.map(Time),

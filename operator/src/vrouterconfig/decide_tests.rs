@@ -331,7 +331,7 @@ fn step5_the_latest_boot_is_the_later_of_the_targets_reboot_and_the_vm_runs_star
     ];
     for (target, started, want) in cases {
         assert_eq!(
-            latest_boot(&s, target.map(time).as_ref(), started.map(at)),
+            latest_boot(&s, false, target.map(time).as_ref(), started.map(at)),
             want.map(time),
             "target {target:?}, VM run started {started:?}"
         );
@@ -342,7 +342,7 @@ fn step5_the_latest_boot_is_the_later_of_the_targets_reboot_and_the_vm_runs_star
 fn step5_a_new_vm_run_forces_exactly_one_reapply_and_the_same_run_none() {
     // Generation 3 was dispatched to the VMI created at t=50.
     let mut fresh = VRouterConfigStatus::default();
-    let first_run = latest_boot(&fresh, None, Some(at(50)));
+    let first_run = latest_boot(&fresh, false, None, Some(at(50)));
     assert_eq!(first_run, Some(time(50)), "a config never applied counts any run");
     fresh = after_dispatch(&fresh, 3, clock(60), 9, first_run.as_ref()).status;
     assert_eq!(fresh.last_reboot_handled_time, Some(time(50)));
@@ -353,7 +353,7 @@ fn step5_a_new_vm_run_forces_exactly_one_reapply_and_the_same_run_none() {
         (100, Some(DispatchReason::Reboot)), // a new VMI: the VM restarted
     ];
     for (started, want) in cases {
-        let boot = latest_boot(&done, None, Some(at(started)));
+        let boot = latest_boot(&done, false, None, Some(at(started)));
         assert_eq!(
             dispatch_reason(&done, 3, boot.as_ref()),
             want,
@@ -361,10 +361,10 @@ fn step5_a_new_vm_run_forces_exactly_one_reapply_and_the_same_run_none() {
         );
     }
     // The re-apply for the new run records it: that run forces no more.
-    let second_run = latest_boot(&done, None, Some(at(100)));
+    let second_run = latest_boot(&done, false, None, Some(at(100)));
     let again = after_dispatch(&done, 3, clock(110), 10, second_run.as_ref()).status;
     let again = on_exec_polled(&again, clock(111), Poll::Exited { code: 0, failure: None }).status;
-    let boot = latest_boot(&again, None, Some(at(100)));
+    let boot = latest_boot(&again, false, None, Some(at(100)));
     assert_eq!(dispatch_reason(&again, 3, boot.as_ref()), None);
 }
 
@@ -381,13 +381,63 @@ fn step5_a_vm_run_older_than_a_success_that_recorded_no_boot_is_the_one_it_went_
         (30, Some(DispatchReason::Reboot)),
     ];
     for (started, want) in cases {
-        let boot = latest_boot(&s, None, Some(at(started)));
+        let boot = latest_boot(&s, false, None, Some(at(started)));
         assert_eq!(dispatch_reason(&s, 3, boot.as_ref()), want, "run started at {started}");
     }
-    // The target's lastRebootTime (from uptime, an estimate) keeps its own
-    // rule: any reboot counts while none was handled.
-    let boot = latest_boot(&s, Some(&time(-30)), Some(at(-30)));
+}
+
+#[test]
+fn step5_a_reboot_estimate_before_the_last_success_is_the_boot_it_went_to() {
+    // Applied at t=0. The cluster's sync found a reboot from an uptime: an
+    // estimate the stored second may place up to a second before the boot.
+    for handled in [None, Some(time(-100))] {
+        let mut s = applied();
+        s.last_reboot_handled_time = handled.clone();
+        let cases = [
+            // (target lastRebootTime, dispatch?)
+            (-30, None), // booted, then applied: found by a later sync
+            (-2, None),
+            (-1, Some(DispatchReason::Reboot)), // within the estimate's error
+            (0, Some(DispatchReason::Reboot)),
+            (30, Some(DispatchReason::Reboot)),
+        ];
+        for (reboot, want) in cases {
+            let boot = latest_boot(&s, false, Some(&time(reboot)), None);
+            assert_eq!(
+                dispatch_reason(&s, 3, boot.as_ref()),
+                want,
+                "reboot at {reboot}, handled {handled:?}"
+            );
+        }
+    }
+    // Never applied: every reboot counts.
+    let mut never = applied();
+    never.last_applied_time = None;
+    let boot = latest_boot(&never, false, Some(&time(-30)), None);
+    assert_eq!(dispatch_reason(&never, 3, boot.as_ref()), Some(DispatchReason::Reboot));
+    // A confirmed apply's success is the confirm's, which a reboot after
+    // the script does not stop: every unhandled reboot counts.
+    let s = applied();
+    let boot = latest_boot(&s, true, Some(&time(-30)), None);
     assert_eq!(dispatch_reason(&s, 3, boot.as_ref()), Some(DispatchReason::Reboot));
+}
+
+#[test]
+fn step5_a_guest_booted_shortly_before_its_first_apply_is_applied_once() {
+    // Booted at t=0; the first dispatch (t=10) knew no reboot yet.
+    let fresh = VRouterConfigStatus::default();
+    let dispatched = after_dispatch(&fresh, 1, clock(10), 9, None).status;
+    let done = on_exec_polled(&dispatched, clock(11), Poll::Exited { code: 0, failure: None }).status;
+    // The cluster's first sync (t=40) reads an uptime of 40 s: lastRebootTime 0.
+    let boot = latest_boot(&done, false, Some(&time(0)), None);
+    assert_eq!(dispatch_reason(&done, 1, boot.as_ref()), None);
+    // A real reboot after the apply is applied once more.
+    let boot = latest_boot(&done, false, Some(&time(60)), None);
+    assert_eq!(dispatch_reason(&done, 1, boot.as_ref()), Some(DispatchReason::Reboot));
+    let again = after_dispatch(&done, 1, clock(70), 10, boot.as_ref()).status;
+    let again = on_exec_polled(&again, clock(71), Poll::Exited { code: 0, failure: None }).status;
+    let boot = latest_boot(&again, false, Some(&time(60)), None);
+    assert_eq!(dispatch_reason(&again, 1, boot.as_ref()), None);
 }
 
 // Step 7: dispatch.

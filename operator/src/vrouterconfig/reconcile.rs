@@ -28,7 +28,7 @@ use crate::context::Context;
 use crate::crash_point::{self, CrashPoint};
 use crate::metrics::ResultLabels;
 use crate::reconciler::{self, Reconciler};
-use crate::{conditions, finalizers, own_writes, status_writes, stores};
+use crate::{binding_writes, conditions, finalizers, own_writes, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterconfig";
 
@@ -117,7 +117,17 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
     if config.is_paused() {
         return Ok(Action::await_change());
     }
+    if awaits_first_dispatch(config) {
+        // Most likely written by a binding still writing its others.
+        ctx.binding_writes.written(binding_writes::MAX_WAIT).await;
+    }
     Apply::new(ctx, config).step().await
+}
+
+/// A generation not yet dispatched, with no apply in flight.
+fn awaits_first_dispatch(config: &VRouterConfig) -> bool {
+    let status = config.status.as_ref();
+    status.is_none_or(|s| s.exec_pid == 0 && s.observed_generation != config.meta().generation.unwrap_or(0))
 }
 
 /// The router a config applies to.
@@ -199,9 +209,11 @@ impl<'a> Apply<'a> {
         let last_reboot = target.status.as_ref().and_then(|s| s.last_reboot_time.clone());
         let generation = self.config.meta().generation.unwrap_or(0);
         // A config that would dispatch but whose router is busy waits without
-        // looking at the router: the other apply is polled through the same agent.
+        // looking at the router: the other apply is polled through the same
+        // agent. (The VM run's start is asked only before a dispatch.)
+        let known_boot = decide::latest_boot(&self.status, self.confirmed(), last_reboot.as_ref(), None);
         if self.status.exec_pid == 0
-            && decide::dispatch_reason(&self.status, generation, last_reboot.as_ref()).is_some()
+            && decide::dispatch_reason(&self.status, generation, known_boot.as_ref()).is_some()
             && let Some(other) = self.router_busy_with().await
         {
             return self.wait_for_router(&other).await;
@@ -315,6 +327,11 @@ impl<'a> Apply<'a> {
         self.finish(step).await
     }
 
+    /// Whether this config's applies are confirmed (`spec.confirm`).
+    fn confirmed(&self) -> bool {
+        self.config.spec.confirm.is_some()
+    }
+
     /// The stored apply id, when there is one the router can know.
     fn apply_id(&self) -> Option<ApplyId> {
         ApplyId::parse(&self.status.apply_id).ok()
@@ -376,7 +393,7 @@ impl<'a> Apply<'a> {
             Err(e) if e.is_forbidden() => return self.cannot_reach(&e).await,
             Err(e) => return Err(Error::Retry(e.to_string())),
         };
-        let last_reboot = decide::latest_boot(status, target_last_reboot, started);
+        let last_reboot = decide::latest_boot(status, self.confirmed(), target_last_reboot, started);
         let last_reboot = last_reboot.as_ref();
         let Some(reason) = decide::dispatch_reason(status, generation, last_reboot) else {
             return self.nothing_due().await;
