@@ -6,29 +6,31 @@
 //! of the burst for the API server and the operator's cores. Until the
 //! burst is written, nothing is applied from it anyway (each apply is of
 //! one config), while the binding's status and `kubectl get vrc` lag
-//! behind. So a config with a new generation to apply waits, a bounded
-//! time, while a binding's writes are in flight; applies already running
-//! are polled as usual, and re-applies (a reboot, drift) do not wait.
+//! behind. So a config of that binding with a new generation to apply
+//! waits, a bounded time, while the binding's writes are in flight;
+//! applies already running are polled as usual, re-applies (a reboot,
+//! drift) do not wait, and neither do configs of other bindings or none.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-/// The longest a new config's apply waits for binding writes: a binding
-/// that writes for longer (thousands of targets) lets applies start after
-/// this, sharing the server with its writes.
+/// The longest a new config's apply waits for its binding's writes: a
+/// binding that writes for longer (thousands of targets) lets applies
+/// start after this, sharing the server with its writes.
 pub const MAX_WAIT: Duration = Duration::from_secs(10);
 
-/// Binding write batches in flight, across bindings.
+/// Write batches in flight, by the uid of the binding writing them.
 #[derive(Debug)]
 pub struct BindingWrites {
-    in_flight: watch::Sender<usize>,
+    in_flight: watch::Sender<BTreeMap<String, usize>>,
 }
 
 impl Default for BindingWrites {
     fn default() -> Self {
         BindingWrites {
-            in_flight: watch::Sender::new(0),
+            in_flight: watch::Sender::new(BTreeMap::new()),
         }
     }
 }
@@ -37,25 +39,39 @@ impl Default for BindingWrites {
 #[must_use = "the batch counts as in flight only while this lives"]
 pub struct Batch<'a> {
     writes: &'a BindingWrites,
+    binding: String,
 }
 
 impl Drop for Batch<'_> {
     fn drop(&mut self) {
-        self.writes.in_flight.send_modify(|n| *n -= 1);
+        self.writes.in_flight.send_modify(|batches| {
+            if let Some(n) = batches.get_mut(&self.binding) {
+                *n -= 1;
+                if *n == 0 {
+                    batches.remove(&self.binding);
+                }
+            }
+        });
     }
 }
 
 impl BindingWrites {
-    /// Marks a batch of writes in flight until the returned guard drops.
-    pub fn batch(&self) -> Batch<'_> {
-        self.in_flight.send_modify(|n| *n += 1);
-        Batch { writes: self }
+    /// Marks a batch of the binding with uid `binding` in flight until the
+    /// returned guard drops.
+    pub fn batch(&self, binding: &str) -> Batch<'_> {
+        self.in_flight
+            .send_modify(|batches| *batches.entry(binding.to_owned()).or_default() += 1);
+        Batch {
+            writes: self,
+            binding: binding.to_owned(),
+        }
     }
 
-    /// Returns once no batch is in flight, or after `at_most`.
-    pub async fn written(&self, at_most: Duration) {
+    /// Returns once the binding with uid `binding` has no batch in flight,
+    /// or after `at_most`.
+    pub async fn written(&self, binding: &str, at_most: Duration) {
         let mut in_flight = self.in_flight.subscribe();
-        let _ = tokio::time::timeout(at_most, in_flight.wait_for(|n| *n == 0)).await;
+        let _ = tokio::time::timeout(at_most, in_flight.wait_for(|batches| !batches.contains_key(binding))).await;
     }
 }
 
@@ -70,19 +86,24 @@ mod tests {
         let writes = Arc::new(BindingWrites::default());
         // Nothing in flight: at once.
         let started = tokio::time::Instant::now();
-        writes.written(MAX_WAIT).await;
+        writes.written("b1", MAX_WAIT).await;
         assert_eq!(started.elapsed(), Duration::ZERO);
 
-        // Until the last of two batches ends.
-        let (first, second) = (writes.batch(), writes.batch());
+        // Until the last of the binding's two batches ends; another
+        // binding's batch is not waited for.
+        let (first, second) = (writes.batch("b1"), writes.batch("b1"));
+        let _other = writes.batch("b2");
         let waiter = tokio::spawn({
             let writes = writes.clone();
             async move {
                 let started = tokio::time::Instant::now();
-                writes.written(MAX_WAIT).await;
+                writes.written("b1", MAX_WAIT).await;
                 started.elapsed()
             }
         });
+        let started = tokio::time::Instant::now();
+        writes.written("b3", MAX_WAIT).await;
+        assert_eq!(started.elapsed(), Duration::ZERO, "a binding with no batch");
         tokio::time::sleep(Duration::from_secs(1)).await;
         drop(first);
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -91,9 +112,8 @@ mod tests {
         assert_eq!(waiter.await.unwrap(), Duration::from_secs(2));
 
         // A batch that never ends holds a waiter for the bound only.
-        let _stuck = writes.batch();
         let started = tokio::time::Instant::now();
-        writes.written(MAX_WAIT).await;
+        writes.written("b2", MAX_WAIT).await;
         assert_eq!(started.elapsed(), MAX_WAIT);
     }
 }

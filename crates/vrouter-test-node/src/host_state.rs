@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// The host-wide sysctls the kubelet sets at start (`setupKernelTunables`).
 const SYSCTLS: &[&str] = &[
@@ -35,6 +36,10 @@ const HOST_PATHS: &[&str] = &[
     // iptables' lock, taken by kube-proxy and the kubelet.
     "/run/xtables.lock",
 ];
+
+/// How long the removal of a `kubepods` cgroup waits for its killed
+/// processes to exit.
+const CGROUP_EXIT_WAIT: Duration = Duration::from_secs(5);
 
 /// Where pod network namespaces are bind-mounted by containerd.
 const NETNS_DIR: &str = "/run/netns";
@@ -126,10 +131,19 @@ impl HostState {
             }
         }
         for root in &self.absent_kubepods {
-            // Deepest first: a cgroup directory goes only when empty, and
-            // never with remove_dir_all (its control files cannot be unlinked).
-            for dir in cgroup_tree(root).into_iter().rev() {
-                let _ = fs::remove_dir(dir);
+            // A process SIGKILLed a moment ago keeps its cgroup busy until
+            // it has exited: tried again for a while.
+            let deadline = Instant::now() + CGROUP_EXIT_WAIT;
+            loop {
+                // Deepest first: a cgroup directory goes only when empty, and
+                // never with remove_dir_all (its control files cannot be unlinked).
+                for dir in cgroup_tree(root).into_iter().rev() {
+                    let _ = fs::remove_dir(dir);
+                }
+                if !root.exists() || Instant::now() >= deadline {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
             }
         }
     }

@@ -378,7 +378,7 @@ async fn carry_out(
                 .iter()
                 .map(|&i| (&desired[i], existing_of(&desired[i])))
                 .collect();
-            let batch = ctx.binding_writes.batch();
+            let batch = ctx.binding_writes.batch(&binding.uid().unwrap_or_default());
             write_all(configs, &ctx.config_writes, writes).await?;
             drop(batch);
             set_status(ctx, binding, wanted, None, false).await?;

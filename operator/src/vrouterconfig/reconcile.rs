@@ -117,11 +117,24 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
     if config.is_paused() {
         return Ok(Action::await_change());
     }
-    if awaits_first_dispatch(config) {
-        // Most likely written by a binding still writing its others.
-        ctx.binding_writes.written(binding_writes::MAX_WAIT).await;
+    if let Some(binding) = binding_of(config)
+        && awaits_first_dispatch(config)
+    {
+        // Most likely written by its binding, which may be writing others.
+        ctx.binding_writes.written(binding, binding_writes::MAX_WAIT).await;
     }
     Apply::new(ctx, config).step().await
+}
+
+/// The uid of the binding that controls `config`, if one does.
+fn binding_of(config: &VRouterConfig) -> Option<&str> {
+    config
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == "VRouterBinding")
+        .map(|o| o.uid.as_str())
 }
 
 /// A generation not yet dispatched, with no apply in flight.

@@ -200,13 +200,21 @@ pub async fn own_writes_while_no_webhook_answers(node: &TestNode, ns: &TestNames
             "spec": {"provider": {"type": "kubevirt", "kubevirt": {"name": "vm-a"}}}}))
         .expect("a valid object")
     };
-    node.until("the webhooks unreachable", || async {
+    // The API server looks the Service's endpoints up only when it opens a
+    // connection, and reuses one it has open: the webhook server closes a
+    // connection idle for 10 s, so each probe comes after that (one
+    // admitted would keep the connection open).
+    let mut probes = 0;
+    loop {
+        tokio::time::sleep(WEBHOOK_IDLE_CLOSE).await;
         match probe.create(&dry_run, &outage_target()).await {
-            Err(kube::Error::Api(status)) if refused_for_no_webhook(&status) => Some(()),
-            _ => None,
+            Err(kube::Error::Api(status)) if refused_for_no_webhook(&status) => break,
+            answer => {
+                probes += 1;
+                assert!(probes < 8, "the webhooks still answer without endpoints: {answer:?}");
+            }
         }
-    })
-    .await;
+    }
 
     let configs_api = api_of(ns, "VRouterConfig", "vrouterconfigs");
     configs_api
@@ -264,6 +272,10 @@ pub async fn own_writes_while_no_webhook_answers(node: &TestNode, ns: &TestNames
 fn commits_of(agent: &Agent) -> usize {
     agent.sandbox().calls().iter().filter(|c| *c == "commit").count()
 }
+
+/// Longer than the webhook server keeps an idle connection open
+/// (`operator/src/webhooks/server.rs`).
+const WEBHOOK_IDLE_CLOSE: Duration = Duration::from_secs(11);
 
 /// Takes the chart's webhook Service's endpoints away (`false`), by a
 /// selector label no pod has, or gives them back.
