@@ -13,6 +13,7 @@ use vrouter_providers::lookup_cache::CachedLookup;
 use vrouter_providers::proxmox::ProxmoxClients;
 use vrouter_providers::{FactoryContext, KubeLookup, Provider, ProviderError, build_provider};
 
+use crate::apply_dispatches::ApplyDispatches;
 use crate::binding_writes::BindingWrites;
 use crate::metrics::Metrics;
 use crate::vrouterconfig::one_apply_per_router::RouterLocks;
@@ -133,6 +134,8 @@ pub struct Context {
     pub recently_ready: Arc<RecentlyReady>,
     /// Bindings' config writes in flight, which new applies let go first.
     pub binding_writes: BindingWrites,
+    /// When applies were last started: drift reads let a burst go first.
+    pub apply_dispatches: ApplyDispatches,
 }
 
 /// Field manager of every write the operator makes.
@@ -160,6 +163,7 @@ impl Context {
             status_objects_due: StatusObjectsDue::default(),
             recently_ready: Arc::default(),
             binding_writes: BindingWrites::default(),
+            apply_dispatches: ApplyDispatches::default(),
         }
     }
 

@@ -4,6 +4,7 @@
 //! decisions in a pure `decide` module; `controllers` starts them all, and
 //! `reconciler` is the one loop they run in.
 
+pub mod apply_dispatches;
 pub mod binding_writes;
 pub mod cli;
 pub mod conditions;

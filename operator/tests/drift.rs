@@ -75,6 +75,16 @@ async fn create_config(site: &common::Site) {
     create::<VRouterConfig>(&site.ns, json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name r1\n"}})).await;
 }
 
+/// Waits (at most 60 s) for the config `c` to be Applied.
+async fn applied(configs: &kube::Api<VRouterConfig>) {
+    wait_for("Applied", Duration::from_secs(60), || async {
+        config_phase(configs, "c")
+            .await
+            .filter(|(p, _, _)| *p == Phase::Applied)
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
     let site = drift_site("drift").await;
@@ -82,12 +92,7 @@ async fn drift_is_detected_repaired_once_and_left_alone_while_paused() {
     let ns = &site.ns;
     create_config(&site).await;
     let configs = ns.api::<VRouterConfig>();
-    wait_for("Applied", Duration::from_secs(60), || async {
-        config_phase(&configs, "c")
-            .await
-            .filter(|(p, _, _)| *p == Phase::Applied)
-    })
-    .await;
+    applied(&configs).await;
 
     // The VRouterStatus appears, owned by the config; make it sync fast.
     let vrs = vrouter_status_syncing_every(ns, "c", "1s", Duration::from_secs(30)).await;
@@ -226,12 +231,7 @@ async fn with_drift_repair_off_drift_is_shown_and_never_repaired() {
     write_config_boot(&site, "");
     create_config(&site).await;
     let configs = site.ns.api::<VRouterConfig>();
-    wait_for("Applied", Duration::from_secs(60), || async {
-        config_phase(&configs, "c")
-            .await
-            .filter(|(p, _, _)| *p == Phase::Applied)
-    })
-    .await;
+    applied(&configs).await;
     vrouter_status_syncing_every(&site.ns, "c", "1s", Duration::from_secs(30)).await;
     wait_for("a baseline", Duration::from_secs(30), || async {
         status(&site).await.filter(|s| !s.baseline_hash.is_empty())
@@ -354,6 +354,66 @@ async fn configs_too_large_for_one_secret_are_reported_not_truncated() {
     // The older, smaller copy is gone rather than left to mislead.
     let emptied = stored(&site).await.unwrap();
     assert_eq!(emptied.data.unwrap_or_default().len(), 0, "the Secret was emptied");
+}
+
+/// Drift reads let a burst of applies go first: while this process keeps
+/// starting applies (recorded on the operator's own context, as its config
+/// controller records each one), a new VRouterStatus reads nothing from its
+/// router; once they stop, it takes its baseline.
+#[tokio::test]
+async fn drift_reads_wait_while_applies_are_being_started() {
+    use vrouter_operator::apply_dispatches::{MAX_WAIT, QUIET};
+    let site = drift_site("drift-yield").await;
+    let began = std::time::Instant::now();
+    let burst = tokio::spawn({
+        let ctx = site.ctx.clone();
+        async move {
+            loop {
+                ctx.apply_dispatches.record();
+                tokio::time::sleep(QUIET / 4).await;
+            }
+        }
+    });
+    create_config(&site).await;
+    let configs = site.ns.api::<VRouterConfig>();
+    applied(&configs).await;
+    wait_for("the VRouterStatus", Duration::from_secs(30), || async {
+        site.ns.api::<VRouterStatus>().get_opt("c").await.ok()?
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let sandbox = &site.routers["r1"].sandbox;
+    assert_eq!(sandbox.running_config_reads(), 0, "read during the burst");
+    assert!(status(&site).await.is_none_or(|s| s.baseline_hash.is_empty()));
+
+    burst.abort();
+    // The burst's bound must still be ahead, so that the baseline below
+    // can only have followed the burst's end.
+    let left = MAX_WAIT.saturating_sub(began.elapsed());
+    assert!(
+        left > Duration::from_secs(3),
+        "the burst ran into its bound: {left:?} left"
+    );
+    wait_for("a baseline", Duration::from_secs(30), || async {
+        status(&site).await.filter(|s| !s.baseline_hash.is_empty())
+    })
+    .await;
+    assert!(sandbox.running_config_reads() >= 1);
+    assert!(began.elapsed() < MAX_WAIT, "taken at the bound, not at the burst's end");
+    assert_eq!(applies(&site), 1);
+}
+
+/// The config controller records each apply it starts: what drift reads
+/// wait on.
+#[tokio::test]
+async fn the_config_controller_records_the_applies_it_starts() {
+    let site = drift_site("drift-record").await;
+    assert_eq!(site.ctx.apply_dispatches.last(), None);
+    let before = tokio::time::Instant::now();
+    create_config(&site).await;
+    applied(&site.ns.api::<VRouterConfig>()).await;
+    let last = site.ctx.apply_dispatches.last().expect("the apply was recorded");
+    assert!(last >= before);
 }
 
 #[tokio::test]

@@ -719,13 +719,14 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     let per_config = requests::total(&during, |_| true) as f64 / targets as f64;
     let handshakes_per_apply = (pve.tls_handshakes() - handshakes_before) as f64 / targets as f64;
     let proxmox_requests_per_config = (pve.seen().len() - proxmox_requests_before) as f64 / targets as f64;
-    // Each readiness check starts with a guest ping; a router that passed
-    // one a moment ago is not checked again (vrouterconfig/recently_ready.rs).
-    let pings = pve.seen()[proxmox_requests_before..]
+    // Each readiness check starts with the guest's OS id; a router that
+    // passed one a moment ago is not checked again
+    // (vrouterconfig/recently_ready.rs).
+    let checks = pve.seen()[proxmox_requests_before..]
         .iter()
-        .filter(|s| s.path.ends_with("/agent/ping"))
+        .filter(|s| s.path.ends_with("/agent/get-osinfo"))
         .count();
-    let readiness_checks_per_config = pings as f64 / targets as f64;
+    let readiness_checks_per_config = checks as f64 / targets as f64;
 
     let proxmox_calls_during = proxmox_calls(&pve.seen()[proxmox_requests_before..]);
 

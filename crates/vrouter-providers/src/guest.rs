@@ -83,7 +83,6 @@ impl Default for GuestTiming {
 /// The guest-agent operations a provider carries to the guest.
 #[async_trait]
 pub(crate) trait GuestAgent: Send + Sync {
-    async fn ping(&self) -> Result<(), ProviderError>;
     /// The guest's os-release `ID`, from `guest-get-osinfo`, else from the
     /// file at `os_release`. Returns the id and where it came from.
     async fn os_id(&self, os_release: &str) -> Result<(String, String), ProviderError>;
@@ -335,12 +334,15 @@ pub(crate) fn flavor_of(id: &str, source_name: &str) -> Result<GuestFlavor, Prov
 /// Readiness: the agent answers, the OS is one we know, and its router unit
 /// has run to completion (`SubState=exited`: it is a oneshot unit, so
 /// "finished", not "active", is what ready means).
+///
+/// The OS id is the agent's first answer: an agent that answers it (or the
+/// os-release read it falls back to) answers a ping, so a ping before it
+/// would only cost one more round trip (a pod exec on KubeVirt) per check.
 pub(crate) async fn check_ready(
     agent: &dyn GuestAgent,
     paths: &GuestPaths,
     timing: GuestTiming,
 ) -> Result<(), ProviderError> {
-    agent.ping().await?;
     let (id, source_name) = agent.os_id(&paths.os_release).await?;
     let unit = flavor_of(&id, &source_name)?.router_service();
     let argv = [paths.systemctl.as_str(), "show", "-p", "SubState", "--value", unit].map(str::to_string);

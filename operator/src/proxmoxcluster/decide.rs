@@ -81,10 +81,10 @@ pub fn references(target: &VRouterTarget, namespace: &str, cluster: &str) -> boo
 /// Whether a target was created after the last sync (whole seconds, as the
 /// API server stores both), so that it gets its node without waiting out
 /// the interval.
-pub fn has_new_target(targets: &[VRouterTarget], last_sync: Option<&Time>) -> bool {
+pub fn has_new_target<'a>(targets: impl IntoIterator<Item = &'a VRouterTarget>, last_sync: Option<&Time>) -> bool {
     let Some(last) = last_sync else { return true };
     targets
-        .iter()
+        .into_iter()
         .any(|t| t.metadata.creation_timestamp.as_ref().is_some_and(|c| c.0 > last.0))
 }
 

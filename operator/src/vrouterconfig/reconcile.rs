@@ -449,6 +449,9 @@ impl<'a> Apply<'a> {
         };
         let step = match started {
             Ok(handle) => {
+                // Only an apply that started counts: a dispatch failing and
+                // retried must not hold drift detection back.
+                ctx.apply_dispatches.record();
                 crash_point::reached(CrashPoint::AfterDispatch);
                 let mut step = decide::after_dispatch(&before, generation, clock, handle.get(), last_reboot);
                 if let Some((confirm, hash)) = previous {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{condition, reason};
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterStatusStatus, VRouterTarget};
@@ -39,7 +40,7 @@ impl Reconciler for StatusReconciler {
     const NAME: &'static str = CONTROLLER;
 
     async fn reconcile(vrs: Arc<VRouterStatus>, ctx: Arc<StatusContext>) -> Result<Action, Error> {
-        let wait = sync(&vrs, &ctx).await?;
+        let wait = sync(&vrs, &ctx, Applies::GoFirst).await?;
         Ok(Action::requeue(wait.unwrap_or_else(|| sync_interval(&vrs))))
     }
 
@@ -77,9 +78,18 @@ fn behind_own_write(vrs: &VRouterStatus, ctx: &StatusContext) -> Option<Duration
         .then_some(own_writes::ECHO_WAIT)
 }
 
+/// Whether a sync due to read its router first lets a burst of applies
+/// go ([`crate::apply_dispatches`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Applies {
+    GoFirst,
+    /// Waited once already: read now.
+    HaveGone,
+}
+
 /// One sync; returns when the next is due if that is not a full interval
 /// from now.
-async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duration>, Error> {
+async fn sync(vrs: &VRouterStatus, ctx: &StatusContext, applies: Applies) -> Result<Option<Duration>, Error> {
     if vrs.meta().deletion_timestamp.is_some() {
         return Ok(None);
     }
@@ -120,6 +130,12 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
     if observed && let Some(wait) = decide::sync_wait(&current, &view, sync_interval(vrs), now) {
         return Ok(Some(wait));
     }
+    if applies == Applies::GoFirst && !ctx.apply_dispatches.is_quiet() {
+        let Some(now) = after_applies(vrs, ctx).await else {
+            return Ok(None);
+        };
+        return Box::pin(sync(&now, ctx, Applies::HaveGone)).await;
+    }
     let (startup, running) = match read_router_counted(ctx, &config).await {
         Ok(read) => read,
         // No error return: a router that cannot be read is reported in
@@ -150,6 +166,15 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
     write_status(ctx, vrs, &current, &sync.status).await?;
     act_on_drift(ctx, vrs, &config, &sync).await?;
     Ok(None)
+}
+
+/// Waits for a burst of applies to go first; returns `vrs` as the store
+/// has it after the wait (`None` once deleted), for a sync that decides
+/// everything again: the config may have been applied again meanwhile, or
+/// either object changed.
+async fn after_applies(vrs: &VRouterStatus, ctx: &StatusContext) -> Option<Arc<VRouterStatus>> {
+    ctx.apply_dispatches.quiet().await;
+    ctx.statuses.get(&ObjectRef::from_obj(vrs))
 }
 
 /// After the sync's status is written: drift newly seen is announced, and

@@ -15,7 +15,8 @@ pub struct Series {
 
 impl Series {
     pub fn is_write(&self) -> bool {
-        matches!(self.verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE")
+        // APPLY is a server-side apply (a PATCH the API server labels apart).
+        matches!(self.verb.as_str(), "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE")
     }
 
     /// `resource/subresource`, or the resource alone.

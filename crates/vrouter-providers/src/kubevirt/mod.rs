@@ -257,10 +257,6 @@ fn outcome_of(output: vrouter_qga::ExecOutput) -> ExecOutcome {
 
 #[async_trait]
 impl GuestAgent for KubeVirtProvider {
-    async fn ping(&self) -> Result<(), ProviderError> {
-        self.agent().await?.ping().await.map_err(|e| self.map_qga(e))
-    }
-
     async fn os_id(&self, os_release: &str) -> Result<(String, String), ProviderError> {
         match self.agent().await?.os_id_from(os_release).await {
             Ok(id) => Ok((id, format!("guest-get-osinfo or {os_release}"))),

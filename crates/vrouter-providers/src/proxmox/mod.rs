@@ -404,11 +404,6 @@ impl ProxmoxProvider {
 
 #[async_trait]
 impl GuestAgent for ProxmoxProvider {
-    async fn ping(&self) -> Result<(), ProviderError> {
-        let _: serde_json::Value = self.on_node(Method::POST, "agent/ping", None, true).await?;
-        Ok(())
-    }
-
     /// `agent/get-osinfo` first (no process to start); when the agent
     /// refuses it, the os-release file through `agent/file-read`.
     async fn os_id(&self, os_release: &str) -> Result<(String, String), ProviderError> {
