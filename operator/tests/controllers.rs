@@ -938,6 +938,20 @@ async fn patch_config_status_as_another_writer(api: &kube::Api<VRouterConfig>, n
     written.metadata.resource_version.unwrap()
 }
 
+/// A reboot stamped on target `name` now, as the ProxmoxCluster controller
+/// stamps one.
+async fn stamp_reboot(ns: &TestNamespace, name: &str) {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    ns.api::<VRouterTarget>()
+        .patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"lastRebootTime": now.to_string()}})),
+        )
+        .await
+        .unwrap();
+}
+
 /// Patches `body` into config `name` (metadata or spec); returns the version written.
 async fn patch_config(api: &kube::Api<VRouterConfig>, name: &str, body: Value) -> String {
     let written = api
@@ -1097,15 +1111,69 @@ async fn a_config_is_woken_by_an_annotation_a_status_and_a_reboot_stamp_that_oth
     applied_after(2, "sent back to Pending by another writer").await;
 
     // The ProxmoxCluster controller stamps a reboot on the target.
-    let targets = ns.api::<VRouterTarget>();
-    let now = k8s_openapi::jiff::Timestamp::now();
-    targets
-        .patch_status(
-            "r1",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"status": {"lastRebootTime": now.to_string()}})),
-        )
-        .await
-        .unwrap();
+    stamp_reboot(ns, "r1").await;
     applied_after(3, "the target's reboot stamp").await;
+}
+
+/// A readiness check asks the guest's OS once per boot: later checks take
+/// the OS found then (an OS changes only across a boot), and a reboot
+/// stamped on the target makes the next check ask again.
+#[tokio::test]
+async fn the_guest_os_is_asked_once_per_boot() {
+    use vrouter_operator::vrouterconfig::recently_ready::FRESH_FOR;
+    let site = site("ctl-os-once", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    let configs = ns.api::<VRouterConfig>();
+    let sandbox = &site.routers["r1"].sandbox;
+    let applies = || {
+        sandbox
+            .calls()
+            .into_iter()
+            .filter(|c| c.starts_with("set system host-name"))
+            .count()
+    };
+    let last_unit_checked = || sandbox.systemctl_calls().last().cloned().unwrap_or_default();
+    let applied_after = async |count: usize, what: &str| {
+        wait_for(what, Duration::from_secs(60), || async {
+            let status = configs.get("c").await.ok()?.status?;
+            (status.phase == Phase::Applied && applies() >= count).then_some(())
+        })
+        .await;
+        assert_eq!(applies(), count, "{what}: applied exactly once more");
+    };
+    create::<VRouterConfig>(
+        ns,
+        json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name a\n"}}),
+    )
+    .await;
+    applied_after(1, "the first apply").await;
+    assert!(
+        last_unit_checked().ends_with(" vyos-router.service"),
+        "{:?}",
+        sandbox.systemctl_calls()
+    );
+
+    // The guest says it runs another OS, without a boot anyone saw; the
+    // next apply's check (due again once the last is not fresh) takes the
+    // OS found before and does not ask.
+    sandbox.set_os_id("dozenos");
+    let checks = sandbox.systemctl_calls().len();
+    tokio::time::sleep(FRESH_FOR + Duration::from_secs(1)).await;
+    patch_config(&configs, "c", json!({"spec": {"commands": "set system host-name b\n"}})).await;
+    applied_after(2, "a new generation").await;
+    assert!(sandbox.systemctl_calls().len() > checks, "the router was checked again");
+    assert!(
+        last_unit_checked().ends_with(" vyos-router.service"),
+        "{:?}",
+        sandbox.systemctl_calls()
+    );
+
+    // A boot stamped on the target: the OS is asked again.
+    stamp_reboot(ns, "r1").await;
+    applied_after(3, "the target's reboot stamp").await;
+    assert!(
+        last_unit_checked().ends_with(" dozenos-router.service"),
+        "{:?}",
+        sandbox.systemctl_calls()
+    );
 }

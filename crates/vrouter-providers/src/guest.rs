@@ -133,7 +133,11 @@ impl<P: AgentProvider> Provider for P {
     }
 
     async fn check_ready(&self) -> Result<(), ProviderError> {
-        check_ready(self, self.paths(), self.timing()).await
+        check_ready(self, self.paths(), self.timing(), None).await.map(drop)
+    }
+
+    async fn check_ready_knowing(&self, known: Option<GuestFlavor>) -> Result<Option<GuestFlavor>, ProviderError> {
+        check_ready(self, self.paths(), self.timing(), known).await.map(Some)
     }
 
     async fn exec_script(
@@ -335,16 +339,26 @@ pub(crate) fn flavor_of(id: &str, source_name: &str) -> Result<GuestFlavor, Prov
 /// has run to completion (`SubState=exited`: it is a oneshot unit, so
 /// "finished", not "active", is what ready means).
 ///
-/// The OS id is the agent's first answer: an agent that answers it (or the
-/// os-release read it falls back to) answers a ping, so a ping before it
-/// would only cost one more round trip (a pod exec on KubeVirt) per check.
+/// No ping: an agent that answers the first call (the OS id, or the
+/// `systemctl` exec when the OS is `known`) answers a ping, so a ping before
+/// it would only cost one more round trip (a pod exec on KubeVirt) per
+/// check. A `known` OS is not asked; a wrong one (the guest booted another
+/// OS unseen) names a unit the guest lacks, which fails the check, and the
+/// caller asks again.
 pub(crate) async fn check_ready(
     agent: &dyn GuestAgent,
     paths: &GuestPaths,
     timing: GuestTiming,
-) -> Result<(), ProviderError> {
-    let (id, source_name) = agent.os_id(&paths.os_release).await?;
-    let unit = flavor_of(&id, &source_name)?.router_service();
+    known: Option<GuestFlavor>,
+) -> Result<GuestFlavor, ProviderError> {
+    let flavor = match known {
+        Some(flavor) => flavor,
+        None => {
+            let (id, source_name) = agent.os_id(&paths.os_release).await?;
+            flavor_of(&id, &source_name)?
+        }
+    };
+    let unit = flavor.router_service();
     let argv = [paths.systemctl.as_str(), "show", "-p", "SubState", "--value", unit].map(str::to_string);
     let outcome = run_to_exit(agent, &argv, timing).await?;
     if outcome.exit_code != 0 {
@@ -356,7 +370,7 @@ pub(crate) async fn check_ready(
     }
     let substate = parse_substate(&outcome.stdout);
     if substate == SUBSTATE_EXITED {
-        Ok(())
+        Ok(flavor)
     } else {
         Err(ProviderError::NotReady {
             unit: unit.to_string(),

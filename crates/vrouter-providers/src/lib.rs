@@ -15,4 +15,4 @@ pub use factory::{FactoryContext, KubeLookup, ObjectLookup, StaticLookup, build_
 pub use guest::{GuestPaths, GuestTiming, excerpt, parse_proc_uptime, parse_substate};
 pub use lookup_cache::CachedLookup;
 pub use provider::{ApplyRecord, ExecHandle, ExecOutcome, ExecStatus, Provider};
-pub use vrouter_qga::ApplyId;
+pub use vrouter_qga::{ApplyId, GuestFlavor};

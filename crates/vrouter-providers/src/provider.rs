@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use vrouter_api::ProviderType;
 
 use crate::error::ProviderError;
-use vrouter_qga::ApplyId;
+use vrouter_qga::{ApplyId, GuestFlavor};
 
 /// Identifies one dispatched apply, to be polled with
 /// [`Provider::get_exec_status`]. It is what `VRouterConfig.status.execPID`
@@ -115,6 +115,16 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// answers, the guest OS is known, and its boot-time configuration unit
     /// has finished (`SubState=exited`). A no-op for vrouter-daemon.
     async fn check_ready(&self) -> Result<(), ProviderError>;
+
+    /// [`Provider::check_ready`] for a router whose OS an earlier check
+    /// found to be `known` since the router last booted: that OS is taken
+    /// and not asked again (an OS changes only across a boot). Returns the
+    /// OS the check found or took, for the next; `None` from a provider
+    /// that does not tell guest OSes apart.
+    async fn check_ready_knowing(&self, known: Option<GuestFlavor>) -> Result<Option<GuestFlavor>, ProviderError> {
+        let _ = known;
+        self.check_ready().await.map(|()| None)
+    }
 
     /// Starts applying `config` (a config.boot fragment, may be empty) then
     /// `commands` (configure-mode lines, may be empty), committing and, when

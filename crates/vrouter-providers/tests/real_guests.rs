@@ -17,7 +17,7 @@ use std::time::Duration;
 use vrouter_providers::ApplyId;
 use vrouter_providers::kubevirt::{KubeVirtOptions, KubeVirtProvider};
 use vrouter_providers::proxmox::{ApiToken, ProxmoxProvider, ProxmoxSettings};
-use vrouter_providers::{GuestPaths, GuestTiming, Provider, ProviderError};
+use vrouter_providers::{GuestFlavor, GuestPaths, GuestTiming, Provider, ProviderError};
 use vrouter_qga::Transport;
 use vrouter_test_peers::kube::FakeKubeApi;
 use vrouter_test_peers::proxmox::FakeProxmox;
@@ -198,6 +198,24 @@ async fn readiness_follows_the_guest<T: Transport>(rig: &Rig<T>) {
     rig.provider.check_ready().await.unwrap();
     let systemctl_log = rig.view.sh("cat /var/lib/vrouter-test/systemctl.log").await.unwrap();
     assert_eq!(systemctl_log, "show -p SubState --value dozenos-router.service\n");
+    // An OS the caller knows from an earlier check is taken, not asked:
+    // os-release says vyos now, and the unit checked is still dozenos's.
+    write(vrouter_test_peers::guest::os_release("vyos")).await;
+    let known = rig
+        .provider
+        .check_ready_knowing(Some(GuestFlavor::DozenOs))
+        .await
+        .unwrap();
+    assert_eq!(known, Some(GuestFlavor::DozenOs));
+    let asked = rig.provider.check_ready_knowing(None).await.unwrap();
+    assert_eq!(asked, Some(GuestFlavor::Vyos), "with none known, the guest is asked");
+    let systemctl_log = rig.view.sh("cat /var/lib/vrouter-test/systemctl.log").await.unwrap();
+    assert_eq!(
+        systemctl_log,
+        "show -p SubState --value dozenos-router.service\n".repeat(2)
+            + "show -p SubState --value vyos-router.service\n"
+    );
+    write(vrouter_test_peers::guest::os_release("dozenos")).await;
 
     rig.view.set_substate("running").await.unwrap();
     let error = rig.provider.check_ready().await.unwrap_err();

@@ -1,10 +1,13 @@
-//! Routers that passed their readiness check a moment ago. A readiness
-//! check is several agent round trips (ping, get-osinfo, systemctl); a
-//! config's reconciles follow each other closely while an apply runs (a
-//! dispatch, then polls every few hundred milliseconds), and several
-//! configs can share one router. A router that answered within
-//! [`FRESH_FOR`] is taken as still ready, unless it booted since (whether
-//! its VM runs is still asked every time: one call, not a check).
+//! Routers that passed their readiness check a moment ago, and the OS
+//! each was found to run. A readiness check is several agent round trips
+//! (get-osinfo, then systemctl started and polled); a config's reconciles
+//! follow each other closely while an apply runs (a dispatch, then polls
+//! every few hundred milliseconds), and several configs can share one
+//! router. A router that answered within [`FRESH_FOR`] is taken as still
+//! ready, unless it booted since (whether its VM runs is still asked every
+//! time: one call, not a check). The OS it runs changes only across a
+//! boot, so a check asks it once per boot; that is one agent call less on
+//! every drift read of an idle fleet.
 //!
 //! Keyed by the router (the VM or agent a target reaches), not by the
 //! target: two targets naming one VM share the answer. One record serves
@@ -19,6 +22,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use vrouter_api::VRouterTarget;
 use vrouter_api::target::SelectedProvider;
+use vrouter_providers::{GuestFlavor, Provider, ProviderError};
 
 /// How long a passed readiness check stands. Short: a router that stops
 /// answering is noticed by the apply's own calls anyway, and the next
@@ -27,6 +31,9 @@ pub const FRESH_FOR: Duration = Duration::from_secs(5);
 
 /// Entries kept before the stale ones are dropped.
 const PRUNE_ABOVE: usize = 4096;
+
+/// Routers whose OS is kept before all are forgotten.
+const OS_KEPT: usize = 65_536;
 
 /// The router a target reaches: the same for two targets naming one VM.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -93,33 +100,108 @@ pub fn check_due(answered: Option<Timestamp>, now: Timestamp, last_boot: Option<
     !fresh || booted_since
 }
 
-/// When each router last passed a readiness check.
+/// Whether an OS found at `learned` still stands: the router has not
+/// booted since. A boot stamp has whole seconds, so one in the second the
+/// OS was found counts as after it.
+pub fn os_still_known(learned: Timestamp, last_boot: Option<Timestamp>) -> bool {
+    let learned_second = Timestamp::from_second(learned.as_second()).unwrap_or(learned);
+    last_boot.is_none_or(|boot| boot < learned_second)
+}
+
+/// The readiness check of the router `target` reaches, unless it answered
+/// one within [`FRESH_FOR`] and has not booted since; the OS is asked only
+/// when none is known since the last boot. A failed check forgets both.
+pub async fn check(
+    ready: &RecentlyReady,
+    target: &VRouterTarget,
+    provider: &dyn Provider,
+) -> Result<(), ProviderError> {
+    let Some(router) = RouterKey::of(target) else {
+        return provider.check_ready().await;
+    };
+    let last_boot = target
+        .status
+        .as_ref()
+        .and_then(|s| s.last_reboot_time.as_ref())
+        .map(|t| t.0);
+    if !check_due(ready.answered(&router), Timestamp::now(), last_boot) {
+        return Ok(());
+    }
+    let known = ready.os(&router, last_boot);
+    // Stamped before the call: a boot while the guest is asked is after it.
+    let asked_at = Timestamp::now();
+    match provider.check_ready_knowing(known).await {
+        Ok(os) => {
+            if known.is_none() {
+                ready.record_os(router.clone(), os, asked_at);
+            }
+            ready.record(router, Timestamp::now());
+            Ok(())
+        }
+        Err(e) => {
+            ready.forget(&router);
+            Err(e)
+        }
+    }
+}
+
+/// When each router last passed a readiness check, and the OS it runs.
 #[derive(Default)]
 pub struct RecentlyReady {
-    answered: Mutex<HashMap<RouterKey, Timestamp>>,
+    known: Mutex<Known>,
+}
+
+#[derive(Default)]
+struct Known {
+    answered: HashMap<RouterKey, Timestamp>,
+    /// Kept past [`FRESH_FOR`]: until a boot, a failed check or a call
+    /// that says the router is not as it was.
+    os: HashMap<RouterKey, (GuestFlavor, Timestamp)>,
 }
 
 impl RecentlyReady {
     pub fn answered(&self, router: &RouterKey) -> Option<Timestamp> {
-        self.lock().get(router).copied()
+        self.lock().answered.get(router).copied()
     }
 
-    /// `router` passed a check at `at`.
+    /// `router` passed a check (or committed an apply) at `at`.
     pub fn record(&self, router: RouterKey, at: Timestamp) {
-        let mut answered = self.lock();
-        if answered.len() >= PRUNE_ABOVE {
-            answered.retain(|_, when| !check_due(Some(*when), at, None));
+        let mut known = self.lock();
+        if known.answered.len() >= PRUNE_ABOVE {
+            known.answered.retain(|_, when| !check_due(Some(*when), at, None));
         }
-        answered.insert(router, at);
+        known.answered.insert(router, at);
     }
 
-    /// `router` failed a check or a call: the next reconcile checks it.
+    /// `router` was found running `os` by asking it at `at`.
+    pub fn record_os(&self, router: RouterKey, os: Option<GuestFlavor>, at: Timestamp) {
+        let Some(os) = os else { return };
+        let mut known = self.lock();
+        if known.os.len() >= OS_KEPT {
+            // Routers long gone are among them; each one still here costs
+            // one question again.
+            known.os.clear();
+        }
+        known.os.insert(router, (os, at));
+    }
+
+    /// The OS `router` was found to run, unless it booted since.
+    pub fn os(&self, router: &RouterKey, last_boot: Option<Timestamp>) -> Option<GuestFlavor> {
+        let known = self.lock();
+        let (os, learned) = known.os.get(router)?;
+        os_still_known(*learned, last_boot).then_some(*os)
+    }
+
+    /// `router` failed a check or a call: the next reconcile checks it,
+    /// asking its OS again.
     pub fn forget(&self, router: &RouterKey) {
-        self.lock().remove(router);
+        let mut known = self.lock();
+        known.answered.remove(router);
+        known.os.remove(router);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RouterKey, Timestamp>> {
-        self.answered.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -225,6 +307,48 @@ mod tests {
             ready.record(key(vmid), at(0));
         }
         ready.record(key(-1), at(600));
-        assert_eq!(ready.lock().len(), 1, "only the fresh entry is kept");
+        assert_eq!(ready.lock().answered.len(), 1, "only the fresh entry is kept");
+    }
+
+    #[test]
+    fn an_os_stands_until_the_router_boots() {
+        let learned = Timestamp::from_second(1_000_000).unwrap() + SignedDuration::from_millis(400);
+        // (last boot, still known, why)
+        let cases = [
+            (None, true, "never booted as far as anyone saw"),
+            (Some(at(-30)), true, "booted before the OS was found"),
+            (Some(at(-1)), true, "booted the second before"),
+            (Some(at(0)), false, "a boot stamped in that second may be after it"),
+            (Some(at(5)), false, "booted since"),
+        ];
+        for (boot, known, why) in cases {
+            assert_eq!(os_still_known(learned, boot), known, "{why}");
+        }
+    }
+
+    #[test]
+    fn the_os_outlives_the_fresh_window_and_goes_with_a_boot_or_a_failure() {
+        let ready = RecentlyReady::default();
+        let router = RouterKey::Daemon {
+            address: "127.0.0.1:1".into(),
+            agent_id: "a".into(),
+        };
+        ready.record_os(router.clone(), None, at(0));
+        assert_eq!(ready.os(&router, None), None, "a provider that tells no OS");
+        ready.record_os(router.clone(), Some(GuestFlavor::DozenOs), at(0));
+        ready.record(router.clone(), at(0));
+        for vmid in 0..PRUNE_ABOVE as i64 {
+            let other = RouterKey::Proxmox {
+                namespace: "net".into(),
+                cluster: "p".into(),
+                vmid,
+            };
+            ready.record(other, at(600));
+        }
+        assert_eq!(ready.answered(&router), None, "pruned once stale");
+        assert_eq!(ready.os(&router, None), Some(GuestFlavor::DozenOs), "the OS is not");
+        assert_eq!(ready.os(&router, Some(at(60))), None, "booted since");
+        ready.forget(&router);
+        assert_eq!(ready.os(&router, None), None, "a failed check");
     }
 }

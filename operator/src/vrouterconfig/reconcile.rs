@@ -268,20 +268,7 @@ impl<'a> Apply<'a> {
                 .await
                 .map(Some);
         }
-        let router = RouterKey::of(target);
-        let last_boot = target.status.as_ref().and_then(|s| s.last_reboot_time.as_ref());
-        let answered = router.as_ref().and_then(|r| self.ctx.recently_ready.answered(r));
-        if !recently_ready::check_due(answered, Timestamp::now(), last_boot.map(|t| t.0)) {
-            return Ok(None);
-        }
-        let checked = provider.check_ready().await;
-        if let Some(router) = router {
-            match &checked {
-                Ok(()) => self.ctx.recently_ready.record(router, Timestamp::now()),
-                Err(_) => self.ctx.recently_ready.forget(&router),
-            }
-        }
-        if let Err(e) = checked {
+        if let Err(e) = recently_ready::check(&self.ctx.recently_ready, target, provider).await {
             if e.is_forbidden() {
                 return self.cannot_reach(&e).await.map(Some);
             }

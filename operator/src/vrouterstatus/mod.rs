@@ -31,9 +31,6 @@ pub use stored_configs::{MAX_STORED_BYTES, SECRET_TYPE};
 /// wake it (see [`OwnWrites`]).
 pub struct StatusContext {
     shared: Arc<Context>,
-    /// This controller's own objects, for a sync that waited to see them
-    /// as they are after the wait.
-    statuses: Store<VRouterStatus>,
     configs: Store<VRouterConfig>,
     targets: Store<VRouterTarget>,
     own_status_writes: Arc<OwnWrites>,
@@ -78,13 +75,11 @@ pub async fn run(ctx: Arc<Context>, watches: &Watches, shutdown: Shutdown) {
         .predicate_filter(what_a_sync_reads, Default::default());
     let targets = watches.targets.store();
     let by_config = statuses.clone();
-    let own = statuses.clone();
     let controller = Controller::for_stream(status_events, statuses)
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.statuses))
         .watches_stream(config_events, move |config| watching(&by_config, &config));
     let ctx = Arc::new(StatusContext {
         shared: ctx,
-        statuses: own,
         configs,
         targets,
         own_status_writes,

@@ -8,11 +8,9 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{condition, reason};
-use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterStatusStatus, VRouterTarget};
-use vrouter_providers::Provider;
+use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterStatusStatus};
 
 use super::StatusContext;
 use super::decide::{self, ConfigView, Reading};
@@ -20,7 +18,7 @@ use super::stored_configs;
 use crate::conditions::{self, Drift, Wanted};
 use crate::metrics::ResultLabels;
 use crate::reconciler::{self, Reconciler};
-use crate::vrouterconfig::recently_ready::{self, RouterKey};
+use crate::vrouterconfig::recently_ready;
 use crate::{own_writes, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterstatus";
@@ -40,7 +38,7 @@ impl Reconciler for StatusReconciler {
     const NAME: &'static str = CONTROLLER;
 
     async fn reconcile(vrs: Arc<VRouterStatus>, ctx: Arc<StatusContext>) -> Result<Action, Error> {
-        let wait = sync(&vrs, &ctx, Applies::GoFirst).await?;
+        let wait = sync(&vrs, &ctx).await?;
         Ok(Action::requeue(wait.unwrap_or_else(|| sync_interval(&vrs))))
     }
 
@@ -78,18 +76,9 @@ fn behind_own_write(vrs: &VRouterStatus, ctx: &StatusContext) -> Option<Duration
         .then_some(own_writes::ECHO_WAIT)
 }
 
-/// Whether a sync due to read its router first lets a burst of applies
-/// go ([`crate::apply_dispatches`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Applies {
-    GoFirst,
-    /// Waited once already: read now.
-    HaveGone,
-}
-
 /// One sync; returns when the next is due if that is not a full interval
 /// from now.
-async fn sync(vrs: &VRouterStatus, ctx: &StatusContext, applies: Applies) -> Result<Option<Duration>, Error> {
+async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duration>, Error> {
     if vrs.meta().deletion_timestamp.is_some() {
         return Ok(None);
     }
@@ -130,11 +119,12 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext, applies: Applies) -> Res
     if observed && let Some(wait) = decide::sync_wait(&current, &view, sync_interval(vrs), now) {
         return Ok(Some(wait));
     }
-    if applies == Applies::GoFirst && !ctx.apply_dispatches.is_quiet() {
-        let Some(now) = after_applies(vrs, ctx).await else {
-            return Ok(None);
-        };
-        return Box::pin(sync(&now, ctx, Applies::HaveGone)).await;
+    if !ctx.apply_dispatches.is_quiet() {
+        // A burst of applies goes first (`crate::apply_dispatches`); the
+        // sync after it decides again from the store, where the config may
+        // have been applied again meanwhile.
+        ctx.apply_dispatches.quiet().await;
+        return Ok(Some(Duration::ZERO));
     }
     let (startup, running) = match read_router_counted(ctx, &config).await {
         Ok(read) => read,
@@ -166,15 +156,6 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext, applies: Applies) -> Res
     write_status(ctx, vrs, &current, &sync.status).await?;
     act_on_drift(ctx, vrs, &config, &sync).await?;
     Ok(None)
-}
-
-/// Waits for a burst of applies to go first; returns `vrs` as the store
-/// has it after the wait (`None` once deleted), for a sync that decides
-/// everything again: the config may have been applied again meanwhile, or
-/// either object changed.
-async fn after_applies(vrs: &VRouterStatus, ctx: &StatusContext) -> Option<Arc<VRouterStatus>> {
-    ctx.apply_dispatches.quiet().await;
-    ctx.statuses.get(&ObjectRef::from_obj(vrs))
 }
 
 /// After the sync's status is written: drift newly seen is announced, and
@@ -267,7 +248,11 @@ async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec
     if !provider.is_vm_running_polled().await.map_err(|e| e.to_string())? {
         return Err("the VM is not running".to_owned());
     }
-    check_ready(ctx, &target, &*provider).await?;
+    // Shared with the config controller: the drift read follows an apply
+    // closely, and the apply's check (or its commit) serves.
+    recently_ready::check(&ctx.recently_ready, &target, &*provider)
+        .await
+        .map_err(|e| e.to_string())?;
     let startup = provider.read_startup_config().await.map_err(|e| e.to_string())?;
     let running = match provider.read_running_config().await {
         Ok(bytes) => bytes,
@@ -277,30 +262,6 @@ async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec
         }
     };
     Ok((startup, running))
-}
-
-/// The router's readiness check, unless it passed one (or committed an
-/// apply) a moment ago and has not booted since (`recently_ready`, shared
-/// with the config controller: the drift read follows an apply closely).
-async fn check_ready(ctx: &StatusContext, target: &VRouterTarget, provider: &dyn Provider) -> Result<(), String> {
-    let router = RouterKey::of(target);
-    let last_boot = target
-        .status
-        .as_ref()
-        .and_then(|s| s.last_reboot_time.as_ref())
-        .map(|t| t.0);
-    let answered = router.as_ref().and_then(|r| ctx.recently_ready.answered(r));
-    if !recently_ready::check_due(answered, Timestamp::now(), last_boot) {
-        return Ok(());
-    }
-    let checked = provider.check_ready().await;
-    if let Some(router) = router {
-        match &checked {
-            Ok(()) => ctx.recently_ready.record(router, Timestamp::now()),
-            Err(_) => ctx.recently_ready.forget(&router),
-        }
-    }
-    checked.map_err(|e| e.to_string())
 }
 
 /// Sends a drifted config back to Pending; its controller applies it again
