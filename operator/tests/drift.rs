@@ -502,3 +502,48 @@ async fn a_status_object_that_could_not_be_created_is_created_once_it_can_be() {
     )
     .await;
 }
+
+/// A drift read whose readiness check is due asks the guest once for both
+/// the check and the running config: through the Proxmox API, one
+/// `agent/exec` (and its polls) per read, where the check and the read
+/// alone would be two.
+#[tokio::test]
+async fn a_due_check_and_the_running_config_are_one_guest_command() {
+    use vrouter_operator::vrouterconfig::recently_ready::FRESH_FOR;
+    let site = drift_site("drift-one-exec").await;
+    create_config(&site).await;
+    applied(&site.ns.api::<VRouterConfig>()).await;
+    // Longer than a passed check stands: every read's check is due.
+    let interval = FRESH_FOR + Duration::from_secs(2);
+    vrouter_status_syncing_every(
+        &site.ns,
+        "c",
+        &format!("{}s", interval.as_secs()),
+        Duration::from_secs(60),
+    )
+    .await;
+    let sandbox = &site.routers["r1"].sandbox;
+    let execs = || {
+        site.pve
+            .seen()
+            .iter()
+            .filter(|s| s.method == "POST" && s.path.ends_with("/agent/exec"))
+            .count()
+    };
+    // Counted between reads (each takes well under a second), never
+    // during one.
+    let after_reads = async |reads: usize| {
+        wait_for("the drift reads", Duration::from_secs(60), || async {
+            (sandbox.running_config_reads() >= reads).then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (execs(), sandbox.systemctl_calls().len(), sandbox.running_config_reads())
+    };
+    let before = after_reads(sandbox.running_config_reads() + 1).await;
+    let after = after_reads(before.2 + 2).await;
+    let reads = after.2 - before.2;
+    assert_eq!(after.1 - before.1, reads, "each read checked the router");
+    assert_eq!(after.0 - before.0, reads, "one guest command per read");
+    assert_eq!(applies(&site), 1);
+}

@@ -140,6 +140,15 @@ impl<P: AgentProvider> Provider for P {
         check_ready(self, self.paths(), self.timing(), known).await.map(Some)
     }
 
+    async fn check_ready_reading_running(
+        &self,
+        known: Option<GuestFlavor>,
+    ) -> Result<(Option<GuestFlavor>, Result<Vec<u8>, ProviderError>), ProviderError> {
+        check_ready_reading_running(self, self.paths(), self.timing(), known)
+            .await
+            .map(|(flavor, running)| (Some(flavor), running))
+    }
+
     async fn exec_script(
         &self,
         apply: &ApplyId,
@@ -267,6 +276,11 @@ pub(crate) async fn read_command_output(
     timing: GuestTiming,
 ) -> Result<Vec<u8>, ProviderError> {
     let outcome = run_to_exit(agent, argv, timing).await?;
+    output_of(argv, outcome)
+}
+
+/// The stdout of `argv`'s run, if it is whole and the run exited 0.
+fn output_of(argv: &[String], outcome: ExecOutcome) -> Result<Vec<u8>, ProviderError> {
     if outcome.stdout_truncated {
         // A partial config would hash as a drift that is not there.
         return Err(ProviderError::protocol(
@@ -351,15 +365,8 @@ pub(crate) async fn check_ready(
     timing: GuestTiming,
     known: Option<GuestFlavor>,
 ) -> Result<GuestFlavor, ProviderError> {
-    let flavor = match known {
-        Some(flavor) => flavor,
-        None => {
-            let (id, source_name) = agent.os_id(&paths.os_release).await?;
-            flavor_of(&id, &source_name)?
-        }
-    };
-    let unit = flavor.router_service();
-    let argv = [paths.systemctl.as_str(), "show", "-p", "SubState", "--value", unit].map(str::to_string);
+    let flavor = known_or_asked(agent, paths, known).await?;
+    let argv = substate_argv(paths, flavor);
     let outcome = run_to_exit(agent, &argv, timing).await?;
     if outcome.exit_code != 0 {
         return Err(ProviderError::GuestCommand {
@@ -368,12 +375,121 @@ pub(crate) async fn check_ready(
             stderr: outcome.stderr.trim().to_string(),
         });
     }
-    let substate = parse_substate(&outcome.stdout);
+    judge_substate(flavor, &outcome.stdout)
+}
+
+/// [`check_ready`], then the running config, in one guest command (a
+/// shell that runs the `systemctl` of the check, prints
+/// [`RUNNING_CONFIG_FOLLOWS`] on a line of its own, and then becomes the
+/// command that prints the running config): a drift read is a round trip
+/// and a poll fewer than the two commands would be. A `systemctl` that
+/// fails ends the shell with its status before the marker, so a failed
+/// check reads as it does alone. The running config is read even when the
+/// unit has not finished; it is only thrown away then.
+pub(crate) async fn check_ready_reading_running(
+    agent: &dyn GuestAgent,
+    paths: &GuestPaths,
+    timing: GuestTiming,
+    known: Option<GuestFlavor>,
+) -> Result<(GuestFlavor, Result<Vec<u8>, ProviderError>), ProviderError> {
+    let flavor = known_or_asked(agent, paths, known).await?;
+    let check = substate_argv(paths, flavor);
+    let argv = check_then_read_argv(&paths.shell, &check, &paths.running_config);
+    let outcome = run_to_exit(agent, &argv, timing).await?;
+    let Some((substate, running)) = split_at_marker(&outcome.stdout) else {
+        return Err(if outcome.exit_code != 0 || outcome.error.is_some() {
+            ProviderError::GuestCommand {
+                command: check.join(" "),
+                exit_code: outcome.exit_code,
+                stderr: outcome.error.unwrap_or_else(|| outcome.stderr.trim().to_string()),
+            }
+        } else {
+            ProviderError::protocol(
+                "guest agent",
+                format!("`{}` exited 0 without printing its marker line", argv.join(" ")),
+            )
+        });
+    };
+    let flavor = judge_substate(flavor, substate)?;
+    let running = ExecOutcome {
+        stdout: running.to_owned(),
+        ..outcome
+    };
+    Ok((flavor, output_of(&paths.running_config, running)))
+}
+
+/// The line [`check_ready_reading_running`]'s command prints between the
+/// unit's state and the running config.
+pub const RUNNING_CONFIG_FOLLOWS: &str = "--- vrouter-operator: the running config follows ---";
+
+/// `shell -c` running `first` (stopping with its status if it fails), a
+/// [`RUNNING_CONFIG_FOLLOWS`] line, then `second` in the shell's place.
+/// Both argvs go in as positional parameters, never into the script text,
+/// so nothing in them is parsed by the shell.
+pub fn check_then_read_argv(shell: &str, first: &[String], second: &[String]) -> Vec<String> {
+    let first_params = (1..=first.len()).map(|i| format!("\"${{{i}}}\"")).collect::<Vec<_>>();
+    let script = format!(
+        "{} || exit; printf '\\n%s\\n' '{RUNNING_CONFIG_FOLLOWS}'; shift {}; exec \"$@\"",
+        first_params.join(" "),
+        first.len()
+    );
+    [shell, "-c", &script, "vrouter-ready-and-running"]
+        .into_iter()
+        .map(str::to_string)
+        .chain(first.iter().cloned())
+        .chain(second.iter().cloned())
+        .collect()
+}
+
+/// `stdout` before and after the first [`RUNNING_CONFIG_FOLLOWS`] line.
+fn split_at_marker(stdout: &str) -> Option<(&str, &str)> {
+    let mut start = 0;
+    for line in stdout.split_inclusive('\n') {
+        if line.strip_suffix('\n') == Some(RUNNING_CONFIG_FOLLOWS) {
+            return Some((&stdout[..start], &stdout[start + line.len()..]));
+        }
+        start += line.len();
+    }
+    None
+}
+
+/// `known`, or the OS the guest says it runs.
+async fn known_or_asked(
+    agent: &dyn GuestAgent,
+    paths: &GuestPaths,
+    known: Option<GuestFlavor>,
+) -> Result<GuestFlavor, ProviderError> {
+    match known {
+        Some(flavor) => Ok(flavor),
+        None => {
+            let (id, source_name) = agent.os_id(&paths.os_release).await?;
+            flavor_of(&id, &source_name)
+        }
+    }
+}
+
+/// Asks for the SubState of `flavor`'s router unit.
+fn substate_argv(paths: &GuestPaths, flavor: GuestFlavor) -> Vec<String> {
+    [
+        paths.systemctl.as_str(),
+        "show",
+        "-p",
+        "SubState",
+        "--value",
+        flavor.router_service(),
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
+/// Ready when the unit's printed SubState is `exited`.
+fn judge_substate(flavor: GuestFlavor, stdout: &str) -> Result<GuestFlavor, ProviderError> {
+    let substate = parse_substate(stdout);
     if substate == SUBSTATE_EXITED {
         Ok(flavor)
     } else {
         Err(ProviderError::NotReady {
-            unit: unit.to_string(),
+            unit: flavor.router_service().to_string(),
             substate,
         })
     }
@@ -533,6 +649,56 @@ mod tests {
         for (out, want) in cases {
             assert_eq!(parse_substate(out), want, "{out:?}");
         }
+    }
+
+    #[test]
+    fn the_marker_line_splits_the_output_once() {
+        let m = RUNNING_CONFIG_FOLLOWS;
+        let cases = [
+            (format!("exited\n\n{m}\nset a\n"), Some(("exited\n\n", "set a\n"))),
+            (format!("{m}\n"), Some(("", ""))),
+            (
+                format!("x\n{m}\n{m}\nb"),
+                Some(("x\n", "--- vrouter-operator: the running config follows ---\nb")),
+            ),
+            (format!("exited {m}\n"), None),
+            (format!("exited\n{m}"), None),
+            ("exited\n".to_string(), None),
+        ];
+        for (stdout, want) in cases {
+            assert_eq!(split_at_marker(&stdout), want, "{stdout:?}");
+        }
+    }
+
+    /// The command, run by a real shell: the second runs only after the
+    /// first succeeded, and no argument is parsed by the shell.
+    #[test]
+    fn one_command_runs_the_check_then_becomes_the_reader() {
+        let run = |first: &[&str], second: &[&str]| {
+            let owned = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+            let argv = check_then_read_argv("/bin/sh", &owned(first), &owned(second));
+            let out = std::process::Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+            (out.status.code(), String::from_utf8(out.stdout).unwrap())
+        };
+        let hostile = "a b; $(exit 9) `false` \"'";
+        let (code, stdout) = run(&["echo", "exited"], &["printf", "%s|%s", hostile, "z"]);
+        assert_eq!(code, Some(0));
+        let (substate, running) = split_at_marker(&stdout).unwrap();
+        assert_eq!(parse_substate(substate), "exited");
+        assert_eq!(running, format!("{hostile}|z"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let touched = dir.path().join("second-ran");
+        let (code, stdout) = run(
+            &["sh", "-c", "echo failed; exit 3"],
+            &["touch", touched.to_str().unwrap()],
+        );
+        assert_eq!((code, stdout.as_str()), (Some(3), "failed\n"));
+        assert!(!touched.exists(), "the reader ran after a failed check");
+
+        let (code, stdout) = run(&["echo", "exited"], &["sh", "-c", "echo partial; exit 4"]);
+        assert_eq!(code, Some(4));
+        assert_eq!(split_at_marker(&stdout).unwrap().1, "partial\n");
     }
 
     #[test]

@@ -12,7 +12,9 @@ pub mod proxmox;
 
 pub use error::{Attempts, EndpointFailure, KubeAccess, ProviderError};
 pub use factory::{FactoryContext, KubeLookup, ObjectLookup, StaticLookup, build_provider};
-pub use guest::{GuestPaths, GuestTiming, excerpt, parse_proc_uptime, parse_substate};
+pub use guest::{
+    GuestPaths, GuestTiming, RUNNING_CONFIG_FOLLOWS, check_then_read_argv, excerpt, parse_proc_uptime, parse_substate,
+};
 pub use lookup_cache::CachedLookup;
 pub use provider::{ApplyRecord, ExecHandle, ExecOutcome, ExecStatus, Provider};
 pub use vrouter_qga::{ApplyId, GuestFlavor};

@@ -126,6 +126,20 @@ pub trait Provider: Send + Sync + fmt::Debug {
         self.check_ready().await.map(|()| None)
     }
 
+    /// [`Provider::check_ready_knowing`], then the running config
+    /// ([`Provider::read_running_config`]) of the router found ready, in
+    /// one round trip where the provider can (one guest command): a drift
+    /// read, which needs both, is what a router costs while nothing
+    /// changes. Not ready is the error; a running config that could not be
+    /// read is the inner one, since the check itself passed.
+    async fn check_ready_reading_running(
+        &self,
+        known: Option<GuestFlavor>,
+    ) -> Result<(Option<GuestFlavor>, Result<Vec<u8>, ProviderError>), ProviderError> {
+        let os = self.check_ready_knowing(known).await?;
+        Ok((os, self.read_running_config().await))
+    }
+
     /// Starts applying `config` (a config.boot fragment, may be empty) then
     /// `commands` (configure-mode lines, may be empty), committing and, when
     /// `save`, saving, as apply `apply`. Returns at once with a handle to

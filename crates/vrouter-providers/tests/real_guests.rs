@@ -224,6 +224,44 @@ async fn readiness_follows_the_guest<T: Transport>(rig: &Rig<T>) {
         "{error}"
     );
 
+    // The check and the running config in one guest command: a router not
+    // ready is the check's error; a ready one's running config comes with
+    // it, byte for byte.
+    let running = "interfaces { ethernet eth0 { description \"a 'b' $(c)\" } }\n";
+    rig.view
+        .agent()
+        .write_file("/var/lib/vrouter-test/running.config", running.as_bytes())
+        .await
+        .unwrap();
+    let reads = rig.view.running_config_reads().await.unwrap();
+    let error = rig
+        .provider
+        .check_ready_reading_running(Some(GuestFlavor::DozenOs))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ProviderError::NotReady { ref substate, .. } if substate == "running"),
+        "{error}"
+    );
+    rig.view.set_substate("exited").await.unwrap();
+    let (os, read) = rig
+        .provider
+        .check_ready_reading_running(Some(GuestFlavor::DozenOs))
+        .await
+        .unwrap();
+    assert_eq!(os, Some(GuestFlavor::DozenOs));
+    assert_eq!(read.unwrap(), running.as_bytes());
+    assert_eq!(rig.view.running_config_reads().await.unwrap(), reads + 2);
+    assert!(
+        rig.view
+            .sh("cat /var/lib/vrouter-test/systemctl.log")
+            .await
+            .unwrap()
+            .ends_with(&"show -p SubState --value dozenos-router.service\n".repeat(3)),
+        "both combined calls ran the check"
+    );
+    rig.view.set_substate("running").await.unwrap();
+
     write(vrouter_test_peers::guest::os_release("debian")).await;
     let error = rig.provider.check_ready().await.unwrap_err();
     assert!(matches!(error, ProviderError::UnknownGuestOs { .. }), "{error}");

@@ -9,7 +9,8 @@
 //! arbiter's query, wrapper and stop ([`vrouter_qga::arbiter`]: it keeps
 //! the arbiter's rules, one claim per apply id and a record of its exit),
 //! `systemctl show -p SubState`, `cli-shell-api showConfig` (the saved
-//! config: nothing here drifts) and `cat`. Any other program exits 127 with
+//! config: nothing here drifts), the two of them in the one shell command
+//! of a drift read ([`vrouter_providers::check_then_read_argv`]) and `cat`. Any other program exits 127 with
 //! a message naming it, so an operator change that runs something new
 //! fails the benchmark loudly instead of passing on a made-up answer.
 //!
@@ -87,7 +88,12 @@ struct ArbiterScripts {
     query: String,
     wrapper: String,
     stop: String,
+    /// A drift read's check and read in one shell, the check being
+    /// `systemctl show -p SubState --value UNIT` ([`CHECK_ARGS`] words).
+    check_then_read: String,
 }
+
+const CHECK_ARGS: usize = 6;
 
 impl ArbiterScripts {
     fn new() -> Self {
@@ -96,6 +102,9 @@ impl ArbiterScripts {
             query: arbiter::query_argv("/s", &id)[2].clone(),
             wrapper: arbiter::wrapper_argv("/s", &id, "/s/x.staged", "/bin/sh")[2].clone(),
             stop: arbiter::stop_argv("/s", &id)[2].clone(),
+            check_then_read: vrouter_providers::check_then_read_argv("/bin/sh", &vec![String::new(); CHECK_ARGS], &[])
+                [2]
+            .clone(),
         }
     }
 }
@@ -218,6 +227,15 @@ impl InstantGuest {
     /// The program `argv`, run to its end at once.
     fn run(&self, argv: &[String]) -> Exited {
         let scripts = ArbiterScripts::new();
+        if let [sh, dash_c, script, _name, rest @ ..] = argv
+            && sh == "/bin/sh"
+            && dash_c == "-c"
+            && *script == scripts.check_then_read
+            && rest.len() > CHECK_ARGS
+        {
+            let (check, read) = rest.split_at(CHECK_ARGS);
+            return self.check_then_read(check, read);
+        }
         let mut guest = self.guest.lock().unwrap();
         match argv {
             [sh, dash_c, script, _name, _state, id, rest @ ..] if sh == "/bin/sh" && dash_c == "-c" => {
@@ -244,6 +262,26 @@ impl InstantGuest {
                 None => Exited::failed(1, format!("cat: {file}: No such file or directory\n")),
             },
             _ => unknown_program(argv),
+        }
+    }
+
+    /// What the shell of [`vrouter_providers::check_then_read_argv`] does:
+    /// the check, stopping with its status when it fails, the marker line,
+    /// then the read.
+    fn check_then_read(&self, check: &[String], read: &[String]) -> Exited {
+        let mut checked = self.run(check);
+        if checked.code != 0 {
+            return checked;
+        }
+        let read = self.run(read);
+        checked
+            .stdout
+            .extend_from_slice(format!("\n{}\n", vrouter_providers::RUNNING_CONFIG_FOLLOWS).as_bytes());
+        checked.stdout.extend_from_slice(&read.stdout);
+        checked.stderr.extend_from_slice(&read.stderr);
+        Exited {
+            code: read.code,
+            ..checked
         }
     }
 
@@ -398,6 +436,42 @@ mod tests {
         let text = String::from_utf8(BASE64.decode(read["buf-b64"].as_str().unwrap()).unwrap()).unwrap();
         assert!(text.split(' ').next().unwrap().parse::<f64>().is_ok(), "{text:?}");
         assert_eq!(read["eof"], json!(true));
+    }
+
+    /// A drift read's one shell command, as the providers build it: the
+    /// check's output, the marker line, the running config; a check that
+    /// fails ends it before the marker.
+    #[test]
+    fn the_check_then_read_command_runs_both_in_turn() {
+        let guest = InstantGuest::new("vyos", [("/config/config.boot".to_owned(), b"system {\n}\n".to_vec())]);
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let check = words(&[
+            "/bin/systemctl",
+            "show",
+            "-p",
+            "SubState",
+            "--value",
+            "vyos-router.service",
+        ]);
+        let read = words(&["/bin/cli-shell-api", "showConfig", "--show-active-only"]);
+        let both = run(
+            &guest,
+            &vrouter_providers::check_then_read_argv("/bin/sh", &check, &read),
+        );
+        let marker = vrouter_providers::RUNNING_CONFIG_FOLLOWS;
+        assert_eq!(both.code, 0);
+        assert_eq!(
+            String::from_utf8(both.stdout).unwrap(),
+            format!("exited\n\n{marker}\nsystem {{\n}}\n")
+        );
+
+        let unknown = words(&["/bin/false", "a", "b", "c", "d", "e"]);
+        let failed = run(
+            &guest,
+            &vrouter_providers::check_then_read_argv("/bin/sh", &unknown, &read),
+        );
+        assert_eq!(failed.code, 127);
+        assert!(failed.stdout.is_empty(), "no marker after a failed check");
     }
 
     #[test]

@@ -116,8 +116,51 @@ pub async fn check(
     target: &VRouterTarget,
     provider: &dyn Provider,
 ) -> Result<(), ProviderError> {
+    checked(
+        ready,
+        target,
+        |known| async move { Ok((provider.check_ready_knowing(known).await?, ())) },
+        || async {},
+    )
+    .await
+}
+
+/// [`check`] and the router's running config: read in the same guest call
+/// as the check when one is due (a drift read of an idle router, once per
+/// sync interval), alone when the router answered a check just now. The
+/// inner error is a running config that could not be read from a router
+/// found ready.
+pub async fn check_reading_running(
+    ready: &RecentlyReady,
+    target: &VRouterTarget,
+    provider: &dyn Provider,
+) -> Result<Result<Vec<u8>, ProviderError>, ProviderError> {
+    checked(
+        ready,
+        target,
+        |known| provider.check_ready_reading_running(known),
+        || provider.read_running_config(),
+    )
+    .await
+}
+
+/// The one home of the rule [`check`] states: `due` is the check (given
+/// the OS known, if any; it returns the OS found and its reading), `fresh`
+/// what stands in for it when the router answered just now.
+async fn checked<T, Due, DueFut, Fresh, FreshFut>(
+    ready: &RecentlyReady,
+    target: &VRouterTarget,
+    due: Due,
+    fresh: Fresh,
+) -> Result<T, ProviderError>
+where
+    Due: FnOnce(Option<GuestFlavor>) -> DueFut,
+    DueFut: Future<Output = Result<(Option<GuestFlavor>, T), ProviderError>>,
+    Fresh: FnOnce() -> FreshFut,
+    FreshFut: Future<Output = T>,
+{
     let Some(router) = RouterKey::of(target) else {
-        return provider.check_ready().await;
+        return due(None).await.map(|(_, reading)| reading);
     };
     let last_boot = target
         .status
@@ -125,18 +168,18 @@ pub async fn check(
         .and_then(|s| s.last_reboot_time.as_ref())
         .map(|t| t.0);
     if !check_due(ready.answered(&router), Timestamp::now(), last_boot) {
-        return Ok(());
+        return Ok(fresh().await);
     }
     let known = ready.os(&router, last_boot);
     // Stamped before the call: a boot while the guest is asked is after it.
     let asked_at = Timestamp::now();
-    match provider.check_ready_knowing(known).await {
-        Ok(os) => {
+    match due(known).await {
+        Ok((os, reading)) => {
             if known.is_none() {
                 ready.record_os(router.clone(), os, asked_at);
             }
             ready.record(router, Timestamp::now());
-            Ok(())
+            Ok(reading)
         }
         Err(e) => {
             ready.forget(&router);

@@ -249,18 +249,16 @@ async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec
         return Err("the VM is not running".to_owned());
     }
     // Shared with the config controller: the drift read follows an apply
-    // closely, and the apply's check (or its commit) serves.
-    recently_ready::check(&ctx.recently_ready, &target, &*provider)
+    // closely, and the apply's check (or its commit) serves. A check that
+    // is due reads the running config in the same guest call.
+    let running = recently_ready::check_reading_running(&ctx.recently_ready, &target, &*provider)
         .await
         .map_err(|e| e.to_string())?;
     let startup = provider.read_startup_config().await.map_err(|e| e.to_string())?;
-    let running = match provider.read_running_config().await {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            tracing::warn!(config = %config.name_any(), %namespace, %error, "could not read the running config; storing it empty");
-            Vec::new()
-        }
-    };
+    let running = running.unwrap_or_else(|error| {
+        tracing::warn!(config = %config.name_any(), %namespace, %error, "could not read the running config; storing it empty");
+        Vec::new()
+    });
     Ok((startup, running))
 }
 
