@@ -11,7 +11,7 @@ use kube::{Resource, ResourceExt};
 use vrouter_api::VRouterTarget;
 use vrouter_providers::lookup_cache::CachedLookup;
 use vrouter_providers::proxmox::ProxmoxClients;
-use vrouter_providers::{FactoryContext, KubeLookup, Provider, ProviderError, build_provider};
+use vrouter_providers::{FactoryContext, KeptProviders, KubeLookup, Provider, ProviderError};
 
 use crate::apply_dispatches::ApplyDispatches;
 use crate::binding_writes::BindingWrites;
@@ -23,7 +23,7 @@ use crate::vrouterconfig::status_object_retry::StatusObjectsDue;
 /// Builds the provider that reaches a target's router.
 #[async_trait]
 pub trait Providers: Send + Sync {
-    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError>;
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Arc<dyn Provider>, ProviderError>;
 
     /// The Proxmox clients these providers keep open, so the ProxmoxCluster
     /// sync lists a cluster's VMs over the connections its routers' applies
@@ -37,16 +37,29 @@ pub trait Providers: Send + Sync {
 /// The production source: the providers crate's factory, reading Secrets
 /// and ProxmoxClusters from the API server through a short-lived cache, so
 /// a rotated credential takes effect within [`vrouter_providers::lookup_cache::DEFAULT_TTL`]
-/// while a burst of reconciles costs one read per object.
+/// while a burst of reconciles costs one read per object. Proxmox
+/// providers are kept from one call to the next while their target,
+/// ProxmoxCluster spec and Secret stay the same.
 pub struct FactoryProviders {
     pub lookup: CachedLookup<KubeLookup>,
     pub factory: FactoryContext,
+    pub kept: KeptProviders,
+}
+
+impl FactoryProviders {
+    pub fn new(lookup: CachedLookup<KubeLookup>, factory: FactoryContext) -> Self {
+        FactoryProviders {
+            lookup,
+            factory,
+            kept: KeptProviders::default(),
+        }
+    }
 }
 
 #[async_trait]
 impl Providers for FactoryProviders {
-    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
-        build_provider(target, &self.lookup, &self.factory).await
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Arc<dyn Provider>, ProviderError> {
+        self.kept.provider(target, &self.lookup, &self.factory).await
     }
 
     fn proxmox_clients(&self) -> ProxmoxClients {

@@ -66,13 +66,13 @@ async fn main() -> anyhow::Result<()> {
         concurrency: args.concurrency(),
         ..Settings::default()
     };
-    let providers = Arc::new(FactoryProviders {
-        lookup: CachedLookup::new(KubeLookup::new(client.clone()), lookup_cache::DEFAULT_TTL),
-        factory: FactoryContext {
+    let providers = Arc::new(FactoryProviders::new(
+        CachedLookup::new(KubeLookup::new(client.clone()), lookup_cache::DEFAULT_TTL),
+        FactoryContext {
             client: Some(client.clone()),
             ..FactoryContext::default()
         },
-    });
+    ));
     let ctx = Arc::new(Context::new(client.clone(), metrics, settings, providers));
 
     let mut candidate = match args.leader_elect {

@@ -60,6 +60,14 @@ async fn next_sync(ns: &TestNamespace) -> k8s_openapi::jiff::Timestamp {
     .await
 }
 
+/// The guest uptime reads (`agent/file-read` of `/proc/uptime`) among `seen`.
+fn uptime_reads(seen: &[vrouter_test_peers::proxmox::Seen]) -> Vec<vrouter_test_peers::proxmox::Seen> {
+    seen.iter()
+        .filter(|s| s.path.ends_with("/agent/file-read"))
+        .cloned()
+        .collect()
+}
+
 async fn node_of(ns: &TestNamespace, target: &str) -> Option<String> {
     let target = ns.api::<VRouterTarget>().get(target).await.ok()?;
     Some(target.status.unwrap_or_default().proxmox_node)
@@ -191,6 +199,17 @@ async fn the_sync_reuses_the_routers_connection_until_the_token_or_endpoints_cha
             .unwrap()
     };
     assert!(listing(site.pve.seen()).authorized);
+    // The routers' own calls (the sync's guest uptime reads) go through
+    // the provider kept for each target: the next sync's reads carry the
+    // rotated token too.
+    let after_rotation = site.pve.seen().len();
+    next_sync(&site.ns).await;
+    let reads = uptime_reads(&site.pve.seen()[after_rotation..]);
+    assert!(!reads.is_empty(), "no guest uptime read in a sync");
+    assert!(
+        reads.iter().all(|r| r.authorized),
+        "a router's provider kept the old token: {reads:?}"
+    );
 
     let second = site.pve.add_endpoint().await;
     site.ns
@@ -207,6 +226,14 @@ async fn the_sync_reuses_the_routers_connection_until_the_token_or_endpoints_cha
         listing(site.pve.seen()).endpoint,
         1,
         "the sync after the endpoint change asked the new endpoint"
+    );
+    let after_move = site.pve.seen().len();
+    next_sync(&site.ns).await;
+    let reads = uptime_reads(&site.pve.seen()[after_move..]);
+    assert!(!reads.is_empty(), "no guest uptime read in a sync");
+    assert!(
+        reads.iter().all(|r| r.endpoint == 1),
+        "a router's provider kept the old endpoint: {reads:?}"
     );
     let (status, reason, _) = synced(&cluster(&site.ns).await).unwrap();
     assert_eq!((status.as_str(), reason.as_str()), ("True", "SyncSucceeded"));

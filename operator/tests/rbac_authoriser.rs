@@ -348,13 +348,13 @@ async fn a_role_without_exec_get_is_named_in_the_config_status() {
     .await
     .unwrap();
 
-    let providers = Arc::new(FactoryProviders {
-        lookup: CachedLookup::new(KubeLookup::new(client.clone()), DEFAULT_TTL),
-        factory: FactoryContext {
+    let providers = Arc::new(FactoryProviders::new(
+        CachedLookup::new(KubeLookup::new(client.clone()), DEFAULT_TTL),
+        FactoryContext {
             client: Some(client.clone()),
             ..FactoryContext::default()
         },
-    });
+    ));
     let ctx = Arc::new(Context::new(client, Metrics::new(), Settings::default(), providers));
     let _stop = start_controllers(&ctx, ns.name());
     create::<vrouter_api::VRouterTarget>(

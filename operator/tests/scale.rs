@@ -48,7 +48,7 @@ use vrouter_operator::controllers;
 use vrouter_operator::metrics::{ControllerLabels, Metrics, ResultLabels};
 use vrouter_providers::lookup_cache::{self, CachedLookup};
 use vrouter_providers::proxmox::ProxmoxClients;
-use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
+use vrouter_providers::{FactoryContext, GuestPaths, KeptProviders, KubeLookup, Provider, ProviderError};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::guest::GuestSandbox;
 use vrouter_test_peers::instant_guest::InstantGuest;
@@ -234,18 +234,20 @@ struct ScaleProviders {
     paths: HashMap<String, GuestPaths>,
     /// The production factory context's clients: made once, kept.
     clients: ProxmoxClients,
+    /// Proxmox providers kept per target, as the operator's factory keeps them.
+    kept: KeptProviders,
 }
 
 #[async_trait]
 impl Providers for ScaleProviders {
-    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Arc<dyn Provider>, ProviderError> {
         let name = target.metadata.name.clone().unwrap_or_default();
         let factory = FactoryContext {
             guest_paths: self.paths.get(&name).cloned().unwrap_or_default(),
             proxmox_clients: self.clients.clone(),
             ..FactoryContext::default()
         };
-        build_provider(target, &self.lookup, &factory).await
+        self.kept.provider(target, &self.lookup, &factory).await
     }
 
     fn proxmox_clients(&self) -> ProxmoxClients {
@@ -569,6 +571,7 @@ impl Operator {
                 lookup: CachedLookup::new(KubeLookup::new(client.clone()), lookup_cache::DEFAULT_TTL),
                 paths,
                 clients: ProxmoxClients::default(),
+                kept: KeptProviders::default(),
             });
             let ctx = Arc::new(Context::new(client, metrics, settings(), providers));
             controllers::run(ctx, Some(namespace), async move {

@@ -193,14 +193,14 @@ async fn kubevirt_site(tenant: &TestNamespace, vm_namespace: &str, vm: &str) -> 
     // The objects (Secrets, Namespaces) come from the real API server,
     // uncached so a grant takes effect at once; the VM is reached through
     // the in-test API.
-    let providers = Arc::new(FactoryProviders {
-        lookup: CachedLookup::new(KubeLookup::new(env.client()), Duration::ZERO),
-        factory: FactoryContext {
+    let providers = Arc::new(FactoryProviders::new(
+        CachedLookup::new(KubeLookup::new(env.client()), Duration::ZERO),
+        FactoryContext {
             client: Some(api.client()),
             guest_paths: sandbox.paths(),
             ..FactoryContext::default()
         },
-    });
+    ));
     let ctx = Arc::new(Context::new(env.client(), Metrics::new(), settings, providers));
     let stop = start_controllers(&ctx, tenant.name());
     KubeVirtSite {

@@ -99,14 +99,14 @@ struct KubeVirtProviders {
 
 #[async_trait]
 impl Providers for KubeVirtProviders {
-    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Arc<dyn Provider>, ProviderError> {
         let name = target.metadata.name.clone().unwrap_or_default();
         let factory = FactoryContext {
             client: Some(self.kube_api.clone()),
             guest_paths: self.paths.get(&name).cloned().unwrap_or_default(),
             ..FactoryContext::default()
         };
-        build_provider(target, &self.lookup, &factory).await
+        Ok(Arc::from(build_provider(target, &self.lookup, &factory).await?))
     }
 }
 

@@ -151,6 +151,7 @@ fn start_operator(
         kubevirt_client: sim.kube_api.client(),
         guest_paths: sim.guest_paths(),
         proxmox_clients: Default::default(),
+        kept: Default::default(),
     });
     let ctx = Arc::new(Context::new(
         client.clone(),

@@ -3,12 +3,13 @@
 //! KubeVirt API calls sent to the simulated KubeVirt API.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use vrouter_api::VRouterTarget;
 use vrouter_operator::context::Providers;
 use vrouter_providers::proxmox::ProxmoxClients;
-use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
+use vrouter_providers::{FactoryContext, GuestPaths, KeptProviders, KubeLookup, Provider, ProviderError};
 
 pub struct DemoProviders {
     /// Looks up ProxmoxClusters and Secrets in the demo's API server.
@@ -20,11 +21,13 @@ pub struct DemoProviders {
     pub guest_paths: HashMap<String, GuestPaths>,
     /// Kept across reconciles, as the operator's factory keeps them.
     pub proxmox_clients: ProxmoxClients,
+    /// Proxmox providers kept per target, as the operator's factory keeps them.
+    pub kept: KeptProviders,
 }
 
 #[async_trait]
 impl Providers for DemoProviders {
-    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Arc<dyn Provider>, ProviderError> {
         let name = target.metadata.name.as_deref().unwrap_or_default();
         let factory = FactoryContext {
             client: Some(self.kubevirt_client.clone()),
@@ -32,7 +35,7 @@ impl Providers for DemoProviders {
             proxmox_clients: self.proxmox_clients.clone(),
             ..FactoryContext::default()
         };
-        build_provider(target, &self.lookup, &factory).await
+        self.kept.provider(target, &self.lookup, &factory).await
     }
 
     fn proxmox_clients(&self) -> ProxmoxClients {

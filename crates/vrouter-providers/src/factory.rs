@@ -8,6 +8,7 @@
 //! ([`KubeLookup`]), objects already at hand in tests ([`StaticLookup`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -29,8 +30,8 @@ use crate::proxmox::{ApiToken, ClusterClient, ProxmoxClients, ProxmoxProvider, P
 /// Fetches the objects a target references. `Ok(None)` means "does not exist".
 #[async_trait]
 pub trait ObjectLookup: Send + Sync {
-    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError>;
-    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError>;
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ProviderError>;
+    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<Arc<ProxmoxCluster>>, ProviderError>;
     /// The annotations of Namespace `name` (`None`: it does not exist), for
     /// the VM namespace's consent to a cross-namespace target. A lookup
     /// that cannot read Namespaces refuses, so such a target is not reached.
@@ -56,10 +57,11 @@ impl KubeLookup {
 
 #[async_trait]
 impl ObjectLookup for KubeLookup {
-    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError> {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ProviderError> {
         Api::<Secret>::namespaced(self.client.clone(), namespace)
             .get_opt(name)
             .await
+            .map(|found| found.map(Arc::new))
             .map_err(|e| {
                 ProviderError::kube(
                     KubeAccess::new("get", "secrets", namespace),
@@ -83,10 +85,11 @@ impl ObjectLookup for KubeLookup {
             })
     }
 
-    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError> {
+    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<Arc<ProxmoxCluster>>, ProviderError> {
         Api::<ProxmoxCluster>::namespaced(self.client.clone(), namespace)
             .get_opt(name)
             .await
+            .map(|found| found.map(Arc::new))
             .map_err(|e| {
                 ProviderError::kube(
                     KubeAccess::new("get", "proxmoxclusters.vrouter.kojuro.date", namespace),
@@ -111,20 +114,20 @@ fn same_object(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta
 
 #[async_trait]
 impl ObjectLookup for StaticLookup {
-    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError> {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ProviderError> {
         Ok(self
             .secrets
             .iter()
             .find(|s| same_object(&s.metadata, namespace, name))
-            .cloned())
+            .map(|s| Arc::new(s.clone())))
     }
 
-    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError> {
+    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<Arc<ProxmoxCluster>>, ProviderError> {
         Ok(self
             .proxmox_clusters
             .iter()
             .find(|c| same_object(&c.metadata, namespace, name))
-            .cloned())
+            .map(|c| Arc::new(c.clone())))
     }
 
     async fn namespace_annotations(&self, name: &str) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
@@ -429,14 +432,8 @@ fn shared_client(cluster: &ProxmoxCluster, ctx: &FactoryContext) -> SharedClient
     }
 }
 
-/// The API token in a ProxmoxCluster's credentials Secret, read through
-/// `lookup` from the cluster's own namespace.
-async fn cluster_token(cluster: &ProxmoxCluster, lookup: &dyn ObjectLookup) -> Result<ApiToken, ProviderError> {
-    proxmox_token(&credentials_secret(cluster, lookup).await?)
-}
-
 /// A ProxmoxCluster's credentials Secret, from the cluster's own namespace.
-async fn credentials_secret(cluster: &ProxmoxCluster, lookup: &dyn ObjectLookup) -> Result<Secret, ProviderError> {
+async fn credentials_secret(cluster: &ProxmoxCluster, lookup: &dyn ObjectLookup) -> Result<Arc<Secret>, ProviderError> {
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let cluster_name = format!(
         "ProxmoxCluster {namespace}/{}",
@@ -483,8 +480,18 @@ pub async fn build_provider(
     lookup: &dyn ObjectLookup,
     ctx: &FactoryContext,
 ) -> Result<Box<dyn Provider>, ProviderError> {
+    build_planned(plan(target)?, target, lookup, ctx).await
+}
+
+/// Builds the provider `plan` (made from `target`) names.
+pub(crate) async fn build_planned(
+    plan: Plan,
+    target: &VRouterTarget,
+    lookup: &dyn ObjectLookup,
+    ctx: &FactoryContext,
+) -> Result<Box<dyn Provider>, ProviderError> {
     let referrer = target_name(target);
-    match plan(target)? {
+    match plan {
         Plan::KubeVirt {
             vm,
             namespace,
@@ -525,29 +532,62 @@ pub async fn build_provider(
             cluster_name,
             cached_node,
         } => {
-            let cluster = lookup
-                .proxmox_cluster(&cluster_namespace, &cluster_name)
+            let sources = ProxmoxSources::look_up(&cluster_namespace, &cluster_name, &referrer, lookup).await?;
+            Ok(Box::new(sources.provider(vmid, cached_node, ctx)?))
+        }
+        Plan::Daemon(config) => Ok(Box::new(DaemonProvider::new(&config, ctx.daemon.clone())?)),
+    }
+}
+
+/// What a Proxmox VM's provider is built from besides the target: its
+/// ProxmoxCluster and the cluster's credentials Secret.
+pub(crate) struct ProxmoxSources {
+    pub cluster: Arc<ProxmoxCluster>,
+    pub secret: Arc<Secret>,
+}
+
+impl ProxmoxSources {
+    /// ProxmoxCluster `namespace/name` and its Secret, for `referrer`.
+    pub async fn look_up(
+        namespace: &str,
+        name: &str,
+        referrer: &str,
+        lookup: &dyn ObjectLookup,
+    ) -> Result<Self, ProviderError> {
+        let cluster =
+            lookup
+                .proxmox_cluster(namespace, name)
                 .await?
                 .ok_or_else(|| ProviderError::ReferenceNotFound {
                     kind: "ProxmoxCluster",
-                    namespace: cluster_namespace.clone(),
-                    name: cluster_name.clone(),
-                    referrer: referrer.clone(),
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                    referrer: referrer.to_owned(),
                 })?;
-            let token = cluster_token(&cluster, lookup).await?;
-            let mut settings = ProxmoxSettings::new(cluster.spec.endpoints.clone(), token, vmid);
-            settings.insecure_skip_tls_verify = cluster.spec.insecure_skip_tls_verify;
-            settings.cached_node = cached_node;
-            settings.paths = ctx.guest_paths.clone();
-            settings.timing = ctx.guest_timing;
-            settings.shared_client = Some(shared_client(&cluster, ctx));
-            if let Some((connect, request)) = ctx.proxmox_timeouts {
-                settings.connect_timeout = connect;
-                settings.request_timeout = request;
-            }
-            Ok(Box::new(ProxmoxProvider::new(settings)?))
+        let secret = credentials_secret(&cluster, lookup).await?;
+        Ok(ProxmoxSources { cluster, secret })
+    }
+
+    /// The provider of VM `vmid`, on `cached_node` if known.
+    pub fn provider(
+        &self,
+        vmid: i64,
+        cached_node: String,
+        ctx: &FactoryContext,
+    ) -> Result<ProxmoxProvider, ProviderError> {
+        let token = proxmox_token(&self.secret)?;
+        let cluster = &self.cluster;
+        let mut settings = ProxmoxSettings::new(cluster.spec.endpoints.clone(), token, vmid);
+        settings.insecure_skip_tls_verify = cluster.spec.insecure_skip_tls_verify;
+        settings.cached_node = cached_node;
+        settings.paths = ctx.guest_paths.clone();
+        settings.timing = ctx.guest_timing;
+        settings.shared_client = Some(shared_client(cluster, ctx));
+        if let Some((connect, request)) = ctx.proxmox_timeouts {
+            settings.connect_timeout = connect;
+            settings.request_timeout = request;
         }
-        Plan::Daemon(config) => Ok(Box::new(DaemonProvider::new(&config, ctx.daemon.clone())?)),
+        ProxmoxProvider::new(settings)
     }
 }
 

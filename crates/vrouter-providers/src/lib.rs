@@ -4,6 +4,7 @@ pub mod daemon;
 mod error;
 pub mod factory;
 mod guest;
+pub mod kept_providers;
 pub mod kubevirt;
 pub mod lookup_cache;
 mod outcome;
@@ -15,6 +16,7 @@ pub use factory::{FactoryContext, KubeLookup, ObjectLookup, StaticLookup, build_
 pub use guest::{
     GuestPaths, GuestTiming, RUNNING_CONFIG_FOLLOWS, check_then_read_argv, excerpt, parse_proc_uptime, parse_substate,
 };
+pub use kept_providers::KeptProviders;
 pub use lookup_cache::CachedLookup;
 pub use provider::{ApplyRecord, ExecHandle, ExecOutcome, ExecStatus, Provider};
 pub use vrouter_qga::{ApplyId, GuestFlavor};

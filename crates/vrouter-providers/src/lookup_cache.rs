@@ -1,11 +1,12 @@
 //! A short-lived cache in front of the provider factory's object lookups.
 //!
-//! Every reconcile of a Proxmox target builds its provider, and each build
-//! reads the ProxmoxCluster and its credentials Secret: without a cache a
-//! rollout spends a large share of its API requests on these two reads,
-//! repeated for every target (docs/benchmarks.md counts the requests).
-//! Entries live for `ttl`, so a changed endpoint list or a rotated
-//! credential takes effect within that time. Misses are read one at a time:
+//! Every call for a Proxmox target's provider reads the ProxmoxCluster and
+//! its credentials Secret (to build the provider, or to see that the one
+//! kept still fits: `kept_providers`): without a cache a rollout spends a
+//! large share of its API requests on these two reads, repeated for every
+//! target (docs/benchmarks.md counts the requests). Entries live for `ttl`,
+//! so a changed endpoint list or a rotated credential takes effect within
+//! that time. Entries are shared (`Arc`), never copied per call. Misses are read one at a time:
 //! the reconciles that miss together (a rollout's first wave, or all of them
 //! when an entry expires) wait for one read instead of each making it; at
 //! 100 targets that was 47 reads of one ProxmoxCluster and its Secret where
@@ -13,7 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::ProviderError;
@@ -54,20 +55,20 @@ impl<T: Clone> Entries<T> {
     }
 }
 
-/// `object` without its managed fields, which no provider reads: every
-/// provider built (each poll, sweep and sync of every router) clones the
-/// cached objects, and the field-manager entries are most of their size.
-fn without_managed_fields<K: kube::Resource>(mut object: K) -> K {
+/// `object` without its managed fields, which no provider reads: they are
+/// most of a cached object's size.
+fn without_managed_fields<K: kube::Resource + Clone>(object: Arc<K>) -> Arc<K> {
+    let mut object = Arc::unwrap_or_clone(object);
     object.meta_mut().managed_fields = None;
-    object
+    Arc::new(object)
 }
 
 /// Wraps another lookup; errors are never cached.
 pub struct CachedLookup<L> {
     inner: L,
     ttl: Duration,
-    secrets: Entries<Secret>,
-    clusters: Entries<ProxmoxCluster>,
+    secrets: Entries<Arc<Secret>>,
+    clusters: Entries<Arc<ProxmoxCluster>>,
     namespaces: Entries<BTreeMap<String, String>>,
     /// Held while a miss is read.
     reading: tokio::sync::Mutex<()>,
@@ -108,7 +109,7 @@ impl<L> CachedLookup<L> {
 
 #[async_trait]
 impl<L: ObjectLookup> ObjectLookup for CachedLookup<L> {
-    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError> {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ProviderError> {
         let key = (namespace.to_owned(), name.to_owned());
         self.read_through(&self.secrets, key, || async {
             Ok(self.inner.secret(namespace, name).await?.map(without_managed_fields))
@@ -116,7 +117,7 @@ impl<L: ObjectLookup> ObjectLookup for CachedLookup<L> {
         .await
     }
 
-    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<ProxmoxCluster>, ProviderError> {
+    async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<Arc<ProxmoxCluster>>, ProviderError> {
         let key = (namespace.to_owned(), name.to_owned());
         self.read_through(&self.clusters, key, || async {
             Ok(self
@@ -152,7 +153,7 @@ mod tests {
 
     #[async_trait]
     impl ObjectLookup for Counting {
-        async fn secret(&self, _namespace: &str, name: &str) -> Result<Option<Secret>, ProviderError> {
+        async fn secret(&self, _namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ProviderError> {
             let n = self.reads.fetch_add(1, Ordering::SeqCst);
             // Like the API server, answer after other tasks had a turn.
             tokio::task::yield_now().await;
@@ -165,21 +166,21 @@ mod tests {
             let mut secret = Secret::default();
             secret.metadata.name = Some(format!("{name}-{n}"));
             secret.metadata.managed_fields = Some(vec![Default::default()]);
-            Ok((name != "missing").then_some(secret))
+            Ok((name != "missing").then_some(Arc::new(secret)))
         }
 
         async fn proxmox_cluster(
             &self,
             _namespace: &str,
             _name: &str,
-        ) -> Result<Option<ProxmoxCluster>, ProviderError> {
+        ) -> Result<Option<Arc<ProxmoxCluster>>, ProviderError> {
             self.reads.fetch_add(1, Ordering::SeqCst);
             Ok(None)
         }
     }
 
-    fn name(secret: Option<Secret>) -> String {
-        secret.and_then(|s| s.metadata.name).unwrap_or_default()
+    fn name(secret: Option<Arc<Secret>>) -> String {
+        secret.and_then(|s| s.metadata.name.clone()).unwrap_or_default()
     }
 
     #[tokio::test]
@@ -189,8 +190,8 @@ mod tests {
         assert_eq!(name(cache.secret("ns", "a").await.unwrap()), "a-0");
         assert_eq!(name(cache.secret("other", "a").await.unwrap()), "a-1");
         assert_eq!(name(cache.secret("ns", "b").await.unwrap()), "b-2");
-        assert_eq!(cache.secret("ns", "missing").await.unwrap(), None);
-        assert_eq!(cache.secret("ns", "missing").await.unwrap(), None);
+        assert!(cache.secret("ns", "missing").await.unwrap().is_none());
+        assert!(cache.secret("ns", "missing").await.unwrap().is_none());
         assert!(cache.proxmox_cluster("ns", "a").await.unwrap().is_none());
         assert!(cache.proxmox_cluster("ns", "a").await.unwrap().is_none());
         assert_eq!(

@@ -27,8 +27,9 @@ use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
 use vrouter_operator::context::{Context, Providers, Settings};
 use vrouter_operator::controllers;
 use vrouter_operator::metrics::Metrics;
+use vrouter_providers::KeptProviders;
 use vrouter_providers::proxmox::ProxmoxClients;
-use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
+use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::guest::GuestSandbox;
 use vrouter_test_peers::proxmox::FakeProxmox;
@@ -45,11 +46,13 @@ pub struct SandboxedProviders {
     paths: HashMap<String, GuestPaths>,
     /// Kept across reconciles, as the production factory keeps them.
     proxmox_clients: ProxmoxClients,
+    /// Proxmox providers kept per target, as the operator's factory keeps them.
+    kept: KeptProviders,
 }
 
 #[async_trait]
 impl Providers for SandboxedProviders {
-    async fn for_target(&self, target: &VRouterTarget) -> Result<Box<dyn Provider>, ProviderError> {
+    async fn for_target(&self, target: &VRouterTarget) -> Result<Arc<dyn Provider>, ProviderError> {
         let name = target.metadata.name.clone().unwrap_or_default();
         let factory = FactoryContext {
             client: Some(self.client.clone()),
@@ -57,7 +60,7 @@ impl Providers for SandboxedProviders {
             proxmox_clients: self.proxmox_clients.clone(),
             ..FactoryContext::default()
         };
-        build_provider(target, &self.lookup, &factory).await
+        self.kept.provider(target, &self.lookup, &factory).await
     }
 
     fn proxmox_clients(&self) -> ProxmoxClients {
@@ -199,6 +202,7 @@ async fn build_site(
         lookup: KubeLookup::new(operator_client.clone()),
         paths,
         proxmox_clients: ProxmoxClients::default(),
+        kept: KeptProviders::default(),
     });
     let ctx = Arc::new(Context::new(
         operator_client,
