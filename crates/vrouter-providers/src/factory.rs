@@ -205,9 +205,9 @@ fn target_name(target: &VRouterTarget) -> String {
 /// applies: a target stored before a rule existed (or with webhooks off) is
 /// refused here with the webhook's own words.
 pub fn plan(target: &VRouterTarget) -> Result<Plan, ProviderError> {
-    let name = target_name(target);
+    // Named only on a refusal: every call for a provider plans.
     let invalid = |reason: String| ProviderError::InvalidTarget {
-        target: name.clone(),
+        target: target_name(target),
         reason,
     };
     let own_namespace = target
@@ -434,26 +434,29 @@ fn shared_client(cluster: &ProxmoxCluster, ctx: &FactoryContext) -> SharedClient
 
 /// A ProxmoxCluster's credentials Secret, from the cluster's own namespace.
 async fn credentials_secret(cluster: &ProxmoxCluster, lookup: &dyn ObjectLookup) -> Result<Arc<Secret>, ProviderError> {
-    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
-    let cluster_name = format!(
-        "ProxmoxCluster {namespace}/{}",
-        cluster.metadata.name.as_deref().unwrap_or("")
-    );
+    let namespace = cluster.metadata.namespace.as_deref().unwrap_or_default();
+    // Named only on a refusal: every call for a provider looks the Secret up.
+    let cluster_name = || {
+        format!(
+            "ProxmoxCluster {namespace}/{}",
+            cluster.metadata.name.as_deref().unwrap_or("")
+        )
+    };
     let secret_name = &cluster.spec.credentials_ref.name;
     if secret_name.is_empty() {
         return Err(ProviderError::InvalidTarget {
-            target: cluster_name,
+            target: cluster_name(),
             reason: "spec.credentialsRef.name is empty".into(),
         });
     }
     lookup
-        .secret(&namespace, secret_name)
+        .secret(namespace, secret_name)
         .await?
         .ok_or_else(|| ProviderError::ReferenceNotFound {
             kind: "Secret",
-            namespace: namespace.clone(),
+            namespace: namespace.to_owned(),
             name: secret_name.clone(),
-            referrer: cluster_name,
+            referrer: cluster_name(),
         })
 }
 
@@ -532,7 +535,7 @@ pub(crate) async fn build_planned(
             cluster_name,
             cached_node,
         } => {
-            let sources = ProxmoxSources::look_up(&cluster_namespace, &cluster_name, &referrer, lookup).await?;
+            let sources = ProxmoxSources::look_up(&cluster_namespace, &cluster_name, target, lookup).await?;
             Ok(Box::new(sources.provider(vmid, cached_node, ctx)?))
         }
         Plan::Daemon(config) => Ok(Box::new(DaemonProvider::new(&config, ctx.daemon.clone())?)),
@@ -547,11 +550,11 @@ pub(crate) struct ProxmoxSources {
 }
 
 impl ProxmoxSources {
-    /// ProxmoxCluster `namespace/name` and its Secret, for `referrer`.
+    /// ProxmoxCluster `namespace/name` and its Secret, for `target`.
     pub async fn look_up(
         namespace: &str,
         name: &str,
-        referrer: &str,
+        target: &VRouterTarget,
         lookup: &dyn ObjectLookup,
     ) -> Result<Self, ProviderError> {
         let cluster =
@@ -562,7 +565,7 @@ impl ProxmoxSources {
                     kind: "ProxmoxCluster",
                     namespace: namespace.to_owned(),
                     name: name.to_owned(),
-                    referrer: referrer.to_owned(),
+                    referrer: target_name(target),
                 })?;
         let secret = credentials_secret(&cluster, lookup).await?;
         Ok(ProxmoxSources { cluster, secret })

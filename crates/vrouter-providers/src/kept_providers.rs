@@ -34,8 +34,8 @@ pub const UNUSED_FOR: Duration = Duration::from_secs(600);
 
 /// What a Proxmox provider was built from. Equal fingerprints build equal
 /// providers, so one may stand for the other.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fingerprint {
+#[derive(Debug)]
+struct Fingerprint {
     plan: Plan,
     cluster_uid: String,
     cluster_generation: i64,
@@ -58,6 +58,18 @@ impl Fingerprint {
             secret_version: secret.resource_version.clone()?,
         })
     }
+
+    /// Whether `plan` and `sources` have this fingerprint (compared in
+    /// place: every call for a provider asks).
+    fn matches(&self, plan: &Plan, sources: &ProxmoxSources) -> bool {
+        let cluster = &sources.cluster.metadata;
+        let secret = &sources.secret.metadata;
+        &self.plan == plan
+            && cluster.uid.as_ref() == Some(&self.cluster_uid)
+            && cluster.generation == Some(self.cluster_generation)
+            && secret.uid.as_ref() == Some(&self.secret_uid)
+            && secret.resource_version.as_ref() == Some(&self.secret_version)
+    }
 }
 
 struct Kept {
@@ -66,11 +78,12 @@ struct Kept {
     used: Instant,
 }
 
-/// The providers kept per target (`namespace/name`). One per
-/// [`FactoryContext`]: the context's settings are not in the fingerprint.
+/// The providers kept per target (by uid: a target made again under its
+/// old name starts afresh). One per [`FactoryContext`]: the context's
+/// settings are not in the fingerprint.
 #[derive(Default)]
 pub struct KeptProviders {
-    kept: Mutex<HashMap<(String, String), Kept>>,
+    kept: Mutex<HashMap<String, Kept>>,
     swept: Mutex<Option<Instant>>,
 }
 
@@ -94,26 +107,19 @@ impl KeptProviders {
         else {
             return Ok(Arc::from(build_planned(plan, target, lookup, ctx).await?));
         };
-        let key = (
-            target.metadata.namespace.clone().unwrap_or_default(),
-            target.metadata.name.clone().unwrap_or_default(),
-        );
-        let referrer = format!("VRouterTarget {}/{}", key.0, key.1);
-        let sources = ProxmoxSources::look_up(cluster_namespace, cluster_name, &referrer, lookup).await?;
-        let fingerprint = Fingerprint::of(&plan, &sources);
-        if let Some(fingerprint) = &fingerprint
-            && let Some(provider) = self.reuse(&key, fingerprint)
-        {
+        let sources = ProxmoxSources::look_up(cluster_namespace, cluster_name, target, lookup).await?;
+        let uid = target.metadata.uid.as_deref();
+        if let Some(provider) = uid.and_then(|uid| self.reuse(uid, &plan, &sources)) {
             return Ok(provider);
         }
         let provider: Arc<dyn Provider> = Arc::new(sources.provider(*vmid, cached_node.clone(), ctx)?);
-        if let Some(fingerprint) = fingerprint {
+        if let (Some(uid), Some(fingerprint)) = (uid, Fingerprint::of(&plan, &sources)) {
             let kept = Kept {
                 fingerprint,
                 provider: provider.clone(),
                 used: Instant::now(),
             };
-            self.lock().insert(key, kept);
+            self.lock().insert(uid.to_owned(), kept);
         }
         Ok(provider)
     }
@@ -127,13 +133,13 @@ impl KeptProviders {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Kept>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Kept>> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn reuse(&self, key: &(String, String), fingerprint: &Fingerprint) -> Option<Arc<dyn Provider>> {
+    fn reuse(&self, uid: &str, plan: &Plan, sources: &ProxmoxSources) -> Option<Arc<dyn Provider>> {
         let mut kept = self.lock();
-        let entry = kept.get_mut(key).filter(|k| &k.fingerprint == fingerprint)?;
+        let entry = kept.get_mut(uid).filter(|k| k.fingerprint.matches(plan, sources))?;
         entry.used = Instant::now();
         Some(entry.provider.clone())
     }
@@ -175,7 +181,7 @@ mod tests {
         fn new() -> Self {
             World {
                 target: serde_json::from_value(json!({
-                    "metadata": {"name": "r1", "namespace": "site-a"},
+                    "metadata": {"name": "r1", "namespace": "site-a", "uid": "t-1"},
                     "spec": {"provider": {"type": "proxmox", "proxmox": {"vmid": 100, "clusterRef": {"name": "pve"}}}},
                     "status": {"proxmoxNode": "pve1"},
                 }))
@@ -318,20 +324,33 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn objects_without_versions_are_never_kept() {
-        let kept = KeptProviders::default();
-        let mut world = World::new();
-        world.secret.metadata.resource_version = None;
-        let first = provider_in(&kept, &world).await.unwrap();
-        assert!(!Arc::ptr_eq(&first, &provider_in(&kept, &world).await.unwrap()));
-        assert!(kept.is_empty());
+    async fn objects_without_uids_or_versions_are_never_kept() {
+        type Unversion = fn(&mut World);
+        let cases: [(&str, Unversion); 5] = [
+            ("target uid", |w| w.target.metadata.uid = None),
+            ("cluster uid", |w| w.cluster.metadata.uid = None),
+            ("cluster generation", |w| w.cluster.metadata.generation = None),
+            ("Secret uid", |w| w.secret.metadata.uid = None),
+            ("Secret resourceVersion", |w| w.secret.metadata.resource_version = None),
+        ];
+        for (missing, unversion) in cases {
+            let kept = KeptProviders::default();
+            let mut world = World::new();
+            unversion(&mut world);
+            let first = provider_in(&kept, &world).await.unwrap();
+            assert!(
+                !Arc::ptr_eq(&first, &provider_in(&kept, &world).await.unwrap()),
+                "no {missing}"
+            );
+            assert!(kept.is_empty(), "no {missing}");
+        }
     }
 
     #[tokio::test]
     async fn other_providers_are_built_on_every_call() {
         let kept = KeptProviders::default();
         let target: VRouterTarget = serde_json::from_value(json!({
-            "metadata": {"name": "d1", "namespace": "site-a"},
+            "metadata": {"name": "d1", "namespace": "site-a", "uid": "t-9"},
             "spec": {"provider": {"type": "vrouter-daemon", "daemon": {"address": "127.0.0.1:50051", "agentID": "r1"}}},
         }))
         .unwrap();
@@ -349,6 +368,7 @@ mod tests {
         let mut world = World::new();
         provider_in(&kept, &world).await.unwrap();
         world.target.metadata.name = Some("r2".into());
+        world.target.metadata.uid = Some("t-2".into());
         tokio::time::advance(UNUSED_FOR - Duration::from_secs(30)).await;
         provider_in(&kept, &world).await.unwrap();
         assert_eq!(kept.len(), 2, "r1 is not yet unused for long enough");
