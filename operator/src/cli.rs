@@ -132,6 +132,14 @@ pub struct Args {
     #[arg(long, env = "CLUSTER_SWEEP_CONCURRENCY", default_value_t = Concurrency::default().cluster_sweep, value_parser = at_least_one())]
     pub cluster_sweep_concurrency: u16,
 
+    /// Threads that run the operator's async work: watches, reconciles,
+    /// API and router connections, webhooks. Rendering runs on blocking
+    /// threads of its own. The work waits on I/O; one thread is enough for
+    /// 1,000 routers, and a second mostly adds the cost of waking it
+    /// (docs/architecture.md has the measurement).
+    #[arg(long, env = "WORKER_THREADS", default_value_t = 1, value_parser = at_least_one())]
+    pub worker_threads: u16,
+
     /// Watch only this namespace instead of the whole cluster.
     #[arg(long, env = "WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
@@ -236,6 +244,15 @@ mod tests {
         assert_eq!(args.retry_period, Duration::from_secs(2));
         assert_eq!(args.election_timing(), Ok(crate::leader::Timing::default()));
         assert_eq!(args.lease_name, "d9121dda.kojuro.date", "the Go operator's Lease");
+        assert_eq!(args.worker_threads, 1);
+    }
+
+    #[test]
+    fn the_worker_threads_are_a_flag_and_zero_is_refused() {
+        let args = Args::try_parse_from(["vrouter-operator", "--worker-threads=4"]).unwrap();
+        assert_eq!(args.worker_threads, 4);
+        let err = Args::try_parse_from(["vrouter-operator", "--worker-threads=0"]).unwrap_err();
+        assert!(err.to_string().contains("--worker-threads"), "{err}");
     }
 
     #[test]

@@ -23,9 +23,17 @@ use vrouter_providers::lookup_cache::{self, CachedLookup};
 use vrouter_providers::{FactoryContext, KubeLookup};
 use vrouter_render::TemplateEngine;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.worker_threads.into())
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     if args.command.is_none() && invoked_as_kubectl_plugin() {
         eprintln!("usage: kubectl vrouter <render|diff|convert> ...; see kubectl vrouter --help");
         std::process::exit(diff::EXIT_ERROR);

@@ -276,6 +276,16 @@ fn drift_repair_is_on_unless_the_value_turns_it_off() {
     assert_eq!(env_value(&["driftRepair=false"], "DRIFT_REPAIR"), "false");
 }
 
+/// The runtime's worker threads are a chart value, the binary's default
+/// unless set.
+#[test]
+fn the_worker_threads_are_a_value_defaulting_to_the_binarys() {
+    use clap::Parser;
+    let defaults = vrouter_operator::cli::Args::try_parse_from(["vrouter-operator"]).unwrap();
+    assert_eq!(env_value(&[], "WORKER_THREADS"), defaults.worker_threads.to_string());
+    assert_eq!(env_value(&["workerThreads=3"], "WORKER_THREADS"), "3");
+}
+
 /// Every controller's concurrency is a chart value; the chart's defaults
 /// are the binary's own, so an install without values runs as the flags'
 /// documentation says.
