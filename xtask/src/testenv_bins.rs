@@ -1,7 +1,8 @@
 //! `cargo xtask testenv`: builds the test control plane (`kube-apiserver` and
 //! `etcd`) and `helm` (which renders the chart in its tests) from Go modules,
-//! the real vrouter-daemon from its vendored source ([`daemon`]), and our own
-//! Go test oracles ([`oracles`]), once per machine.
+//! the real vrouter-daemon and the Go vrouter-operator from their vendored
+//! sources ([`daemon`], [`go_operator`]), and our own Go test oracles
+//! ([`oracles`]), once per machine.
 //!
 //! Nothing is vendored. For each binary a scratch Go module is generated under
 //! the cache directory (`$VROUTER_TESTENV_CACHE`, default
@@ -42,7 +43,9 @@ use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
 pub mod daemon;
+pub mod go_operator;
 pub mod oracles;
+pub mod peer_source;
 
 /// The Kubernetes release matching k8s-openapi's `v1_37` feature.
 const KUBERNETES_VERSION: &str = "v1.37.2";
@@ -71,6 +74,8 @@ pub struct Binaries {
     pub toxiproxy: PathBuf,
     pub vrouter_server: PathBuf,
     pub vrouter_agent: PathBuf,
+    /// The Go vrouter-operator ([`go_operator`]).
+    pub go_operator: PathBuf,
     /// Our own Go oracles ([`oracles`]), by name.
     pub oracles: Vec<(&'static str, PathBuf)>,
 }
@@ -285,6 +290,7 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     println!("testenv: toxiproxy      {}", bins.toxiproxy.display());
     println!("testenv: vrouter-server {}", bins.vrouter_server.display());
     println!("testenv: vrouter-agent  {}", bins.vrouter_agent.display());
+    println!("testenv: vrouter-operator-go {}", bins.go_operator.display());
     for (name, path) in &bins.oracles {
         println!("testenv: {name:<14} {}", path.display());
     }
@@ -307,6 +313,7 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
     let helm = ensure_one(&cache, &HELM)?;
     let toxiproxy = ensure_one(&cache, &TOXIPROXY)?;
     let [vrouter_server, vrouter_agent] = daemon::ensure(root, &cache)?;
+    let go_operator = go_operator::ensure(root, &cache)?;
     let oracles = oracles::ensure(root, &cache)?;
     Ok(Binaries {
         kube_apiserver,
@@ -320,6 +327,7 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
         toxiproxy,
         vrouter_server,
         vrouter_agent,
+        go_operator,
         oracles,
     })
 }
@@ -534,7 +542,7 @@ pub(crate) fn source_hash(dir: &Path) -> anyhow::Result<String> {
     Ok(hex(&hasher.finalize()))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -585,7 +593,7 @@ pub(crate) fn go_output(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
 
 fn go_missing(err: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!(
-        "cannot run the Go toolchain ({err}); building the test kube-apiserver, the node binaries, etcd, helm, toxiproxy-server and vrouter-daemon needs `go` (1.26 or newer) on PATH"
+        "cannot run the Go toolchain ({err}); building the test kube-apiserver, the node binaries, etcd, helm, toxiproxy-server, vrouter-daemon and the Go vrouter-operator needs `go` (1.26 or newer) on PATH"
     )
 }
 

@@ -1,6 +1,6 @@
 //! Finding the binaries that `cargo xtask testenv` builds: `etcd`,
 //! `kube-apiserver`, `kubectl`, `helm`, `vrouter-server`, `vrouter-agent`, `toxiproxy-server`,
-//! and the Go oracles of our own tests (`gotemplate`, `kstatus`).
+//! the Go vrouter-operator (`vrouter-operator-go`), and the Go oracles of our own tests (`gotemplate`, `kstatus`).
 
 use std::path::PathBuf;
 
@@ -68,6 +68,14 @@ pub fn vrouter_daemon() -> Result<(PathBuf, PathBuf), Error> {
         locate_one("vrouter-server", "VROUTER_DAEMON_SERVER")?,
         locate_one("vrouter-agent", "VROUTER_DAEMON_AGENT")?,
     ))
+}
+
+/// The Go vrouter-operator this project reimplements (`VROUTER_GO_OPERATOR`
+/// when set, else the cache's `bin/`), which `cargo xtask testenv` builds
+/// from the snapshot in `shared/peers/vrouter-operator-go`, for the tests of
+/// the move from it.
+pub fn go_operator() -> Result<PathBuf, Error> {
+    locate_one("vrouter-operator-go", "VROUTER_GO_OPERATOR")
 }
 
 /// The Go template oracle (`VROUTER_GO_TEMPLATE_ORACLE` when set, else the cache's

@@ -45,6 +45,12 @@ pub struct Options {
     pub serving: Option<Serving>,
     /// Nodes join this cluster: see [`NodeAccess`].
     pub nodes: Option<NodeAccess>,
+    /// Start with none of this operator's CRDs: the test installs whose it
+    /// wants (the Go operator's, for the move from it). [`TestEnv::restart`]
+    /// then waits for the API server alone.
+    ///
+    /// [`TestEnv::restart`]: crate::TestEnv::restart
+    pub without_crds: bool,
 }
 
 /// The API server's addresses when it runs in a network namespace of the

@@ -33,13 +33,16 @@ const START_ATTEMPTS: u32 = 3;
 static SHARED: OnceCell<TestEnv> = OnceCell::const_new();
 
 /// A running etcd + kube-apiserver on loopback with the operator's CRDs
-/// installed. See the crate documentation for how it is cleaned up.
+/// installed (unless started [`Options::without_crds`]). See the crate
+/// documentation for how it is cleaned up.
 pub struct TestEnv {
     plane: ControlPlane,
     config: Config,
     kubeconfig_path: PathBuf,
     webhook_tls: WebhookTls,
     namespaces: AtomicU64,
+    /// Whether it installed the operator's CRDs (and a restart waits for them).
+    crds: bool,
 }
 
 impl TestEnv {
@@ -97,8 +100,11 @@ impl TestEnv {
             Config::from_custom_kubeconfig(Kubeconfig::from_yaml(&kubeconfig)?, &KubeConfigOptions::default()).await?;
         let client = Client::try_from(config.clone())?;
         wait_ready(&mut plane, &client).await?;
-        install_crds(&plane, &client).await?;
+        if !options.without_crds {
+            install_crds(&plane, &client).await?;
+        }
         Ok(TestEnv {
+            crds: !options.without_crds,
             webhook_tls: WebhookTls::new(&certs.ca_pem, &certs.webhook),
             plane,
             config,
@@ -194,6 +200,9 @@ impl TestEnv {
         self.plane.restart()?;
         let client = self.client();
         wait_ready(&mut self.plane, &client).await?;
+        if !self.crds {
+            return Ok(());
+        }
         wait_crds_served(&self.plane, &client, &vrouter_api::crds::all()).await
     }
 

@@ -11,15 +11,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::{go, source_files, source_hash};
-use anyhow::{Context, bail};
+use super::{go, peer_source, source_hash};
+use anyhow::Context;
 
-/// Where the snapshot sits relative to the workspace root: CI clones the
-/// repository beside `shared/`.
-const SOURCE_BESIDE_ROOT: &str = "../shared/peers/vrouter-daemon";
-/// The same folder, as found from any ancestor of the workspace (a git
-/// worktree lives deeper than the main checkout).
-const SOURCE_UNDER_ANCESTOR: &str = "shared/peers/vrouter-daemon";
 /// Bumped whenever the build recipe below changes.
 const RECIPE_REVISION: u32 = 1;
 /// The two programs, as `cmd/<name>` packages of the daemon's module.
@@ -27,19 +21,11 @@ pub const PROGRAMS: [&str; 2] = ["vrouter-server", "vrouter-agent"];
 
 /// The vendored daemon source for the workspace at `root`.
 pub fn source_dir(root: &Path) -> anyhow::Result<PathBuf> {
-    let found = root
-        .ancestors()
-        .skip(1)
-        .map(|dir| dir.join(SOURCE_UNDER_ANCESTOR))
-        .find(|dir| dir.join("go.mod").is_file());
-    found.ok_or_else(|| {
-        anyhow::anyhow!(
-            "the vrouter-daemon source is missing: expected {} (the read-only shared/ folder beside the \
-             repository, holding peers/vrouter-daemon with its go.mod); the daemon provider's tests run \
-             against the real vrouter-daemon built from it",
-            root.join(SOURCE_BESIDE_ROOT).display()
-        )
-    })
+    peer_source::find(
+        root,
+        "vrouter-daemon",
+        "the daemon provider's tests run against the real vrouter-daemon built from it",
+    )
 }
 
 fn stamp(hash: &str) -> String {
@@ -69,16 +55,7 @@ pub fn ensure(root: &Path, cache: &Path) -> anyhow::Result<[PathBuf; 2]> {
     );
     let started = Instant::now();
     let copy = cache.join("src").join(format!("vrouter-daemon-{}", &hash[..16]));
-    if copy.exists() {
-        fs::remove_dir_all(&copy).with_context(|| format!("removing {}", copy.display()))?;
-    }
-    for relative in source_files(&source)? {
-        let to = copy.join(&relative);
-        fs::create_dir_all(to.parent().unwrap_or(&copy)).with_context(|| format!("creating {}", to.display()))?;
-        // The copy must be writable even though shared/ is not.
-        let bytes = fs::read(source.join(&relative)).with_context(|| format!("reading {}", relative.display()))?;
-        fs::write(&to, bytes).with_context(|| format!("writing {}", to.display()))?;
-    }
+    peer_source::copy_tree(&source, &copy)?;
     let out = cache.join("bin").join("vrouter-daemon.partial");
     if out.exists() {
         fs::remove_dir_all(&out).with_context(|| format!("removing {}", out.display()))?;
@@ -106,20 +83,12 @@ pub fn ensure(root: &Path, cache: &Path) -> anyhow::Result<[PathBuf; 2]> {
 
 /// Neither program has a version flag; `-h` lists the flags the tests use.
 fn check_usage(binary: &Path) -> anyhow::Result<()> {
-    let output = std::process::Command::new(binary)
-        .arg("-h")
-        .output()
-        .with_context(|| format!("running {} -h", binary.display()))?;
-    let usage = String::from_utf8_lossy(&output.stderr);
     let expected = if binary.ends_with("vrouter-server") {
         "-control-listen"
     } else {
         "-disconnect-policy"
     };
-    if !usage.contains(expected) {
-        bail!("{} -h does not mention {expected}; printed {usage:?}", binary.display());
-    }
-    Ok(())
+    peer_source::check_usage(binary, expected)
 }
 
 #[cfg(test)]
@@ -148,21 +117,11 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_source_names_the_path_beside_the_repository() {
+    fn a_missing_source_names_the_daemon_and_its_tests() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("clone");
-        fs::create_dir(&root).unwrap();
-        let err = source_dir(&root).unwrap_err().to_string();
-        assert!(
-            err.contains(&format!("{}/../shared/peers/vrouter-daemon", root.display())),
-            "{err}"
-        );
-        fs::create_dir_all(dir.path().join("shared/peers/vrouter-daemon")).unwrap();
-        fs::write(dir.path().join("shared/peers/vrouter-daemon/go.mod"), "module x\n").unwrap();
-        assert_eq!(
-            source_dir(&root).unwrap(),
-            dir.path().join("shared/peers/vrouter-daemon")
-        );
+        let err = source_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("shared/peers/vrouter-daemon"), "{err}");
+        assert!(err.contains("daemon provider's tests"), "{err}");
     }
 
     #[test]

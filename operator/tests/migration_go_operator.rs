@@ -1,0 +1,313 @@
+//! The move from the real Go vrouter-operator (docs/migrating-from-go.md,
+//! section 2) on a real API server: the Go binary built from
+//! `shared/peers/vrouter-operator-go` runs with its own CRDs, holds its Lease
+//! and applies through the real vrouter-daemon to the routers' agents; this
+//! operator, installed beside it as the guide says, applies nothing while it
+//! runs; the Go operator is SIGKILLed and this operator takes over. The
+//! routers' own record of the scripts they ran (the stub `vbash` log of each
+//! agent) shows every router got each config once.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::ListParams;
+use kube::core::ObjectMeta;
+use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTemplate};
+use vrouter_test_apiserver::{Options, TestEnv, TestNamespace};
+use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
+
+use common::go_operator::{self, GoOperator, LEASE};
+use common::replica_process::ReplicaProcess;
+use common::{final_phase, wait_for};
+
+/// This operator's field manager: a write of ours carries it.
+const OURS: &str = "vrouter-operator";
+const ROUTERS: [&str; 2] = ["edge-1", "edge-2"];
+
+/// A site as a Go operator user writes it: one template in Go syntax, shared
+/// params, a daemon target per router, one binding.
+fn go_site(daemon: &Daemon, dns: &str) -> String {
+    let targets: String = ROUTERS
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            format!(
+                "---\napiVersion: vrouter.kojuro.date/v1\nkind: VRouterTarget\nmetadata:\n  name: {name}\nspec:\n\
+                 \x20 provider:\n    type: vrouter-daemon\n    daemon:\n      address: {address}\n      agentID: {name}\n\
+                 \x20 params:\n    hostname: {name}\n    routerId: 192.0.2.{}\n",
+                11 + i,
+                address = daemon.address(),
+            )
+        })
+        .collect();
+    format!(
+        "apiVersion: vrouter.kojuro.date/v1\nkind: VRouterTemplate\nmetadata:\n  name: bgp-router\nspec:\n\
+         \x20 commands: |\n\
+         \x20   set system host-name {{{{ .hostname }}}}\n\
+         \x20   set system name-server {{{{ default \"192.0.2.53\" .dnsServer }}}}\n\
+         \x20   set protocols bgp system-as {{{{ .asn }}}}\n\
+         \x20   set protocols bgp parameters router-id {{{{ .routerId }}}}\n\
+         \x20   {{{{- range .neighbors }}}}\n\
+         \x20   set protocols bgp neighbor {{{{ .ip }}}} remote-as {{{{ .remoteAs }}}}\n\
+         \x20   {{{{- end }}}}\n\
+         ---\napiVersion: vrouter.kojuro.date/v1\nkind: VRouterParams\nmetadata:\n  name: bgp-defaults\nspec:\n\
+         \x20 params:\n    asn: 65000\n    dnsServer: {dns}\n    neighbors:\n      - ip: 192.0.2.1\n        remoteAs: 64512\n\
+         \x20     - ip: 192.0.2.2\n        remoteAs: 64513\n\
+         ---\napiVersion: vrouter.kojuro.date/v1\nkind: VRouterBinding\nmetadata:\n  name: site-a\nspec:\n\
+         \x20 templateRefs:\n    - name: bgp-router\n  paramsRefs:\n    - name: bgp-defaults\n  targetRefs:\n\
+         {refs}{targets}",
+        refs = ROUTERS.map(|r| format!("    - name: {r}\n")).concat(),
+    )
+}
+
+/// `kubectl` of the API server's release against `env`, as the guide runs
+/// it; panics with its output when it fails.
+fn kubectl(env: &TestEnv, args: &[&str]) -> String {
+    let binary = vrouter_test_apiserver::kubectl().unwrap_or_else(|e| panic!("kubectl: {e}"));
+    let output = Command::new(binary)
+        .arg(format!("--kubeconfig={}", env.kubeconfig_path().display()))
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "kubectl {args:?}: {out}{err}");
+    out.into_owned()
+}
+
+fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// How many times each router ran an apply: the stub `vbash` logs one
+/// `configure` per script the agent ran.
+fn runs(agents: &[Agent]) -> Vec<usize> {
+    agents
+        .iter()
+        .map(|a| a.sandbox().calls().iter().filter(|c| *c == "configure").count())
+        .collect()
+}
+
+/// Every field manager that wrote `meta`'s object.
+fn managers(meta: &ObjectMeta) -> Vec<String> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
+
+/// Asserts that nothing of ours wrote any object of the site, and that no
+/// VRouterStatus (which this operator keeps per config) exists.
+async fn nothing_written_by_ours(ns: &TestNamespace) {
+    let lp = ListParams::default();
+    let mut written: Vec<String> = Vec::new();
+    for config in ns.api::<VRouterConfig>().list(&lp).await.unwrap() {
+        written.extend(managers(&config.metadata));
+    }
+    for binding in ns.api::<VRouterBinding>().list(&lp).await.unwrap() {
+        written.extend(managers(&binding.metadata));
+    }
+    assert!(
+        !written.iter().any(|m| m == OURS),
+        "written by this operator: {written:?}"
+    );
+    let statuses = ns.api::<VRouterStatus>().list(&lp).await.unwrap();
+    assert!(statuses.items.is_empty(), "{:?}", statuses.items);
+}
+
+/// The binding's Ready condition: status and message.
+async fn binding_ready(ns: &TestNamespace) -> Option<(String, String)> {
+    let binding = ns.api::<VRouterBinding>().get("site-a").await.ok()?;
+    let ready = binding.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+    Some((ready.status, ready.message))
+}
+
+/// `vrouter-operator convert --in-place` on the manifest, then `kubectl
+/// apply` of it, as the guide's section 1 and step 4 do.
+fn convert_and_apply(env: &TestEnv, ns: &TestNamespace, manifest: &Path) {
+    let convert = Command::new(env!("CARGO_BIN_EXE_vrouter-operator"))
+        .args(["convert", "--in-place"])
+        .arg(manifest)
+        .output()
+        .unwrap();
+    assert_eq!(
+        convert.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&convert.stderr)
+    );
+    kubectl(env, &["apply", "-n", ns.name(), "-f", manifest.to_str().unwrap()]);
+}
+
+async fn lease_holder(ns: &TestNamespace) -> Option<String> {
+    ns.api::<Lease>()
+        .get_opt(LEASE)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+async fn generations(ns: &TestNamespace) -> Vec<Option<i64>> {
+    let configs = ns.api::<VRouterConfig>();
+    let mut out = Vec::new();
+    for router in ROUTERS {
+        out.push(
+            configs
+                .get(&format!("site-a.{router}"))
+                .await
+                .unwrap()
+                .metadata
+                .generation,
+        );
+    }
+    out
+}
+
+/// The acceptance of issue 41: the real Go operator holds the Lease and
+/// applies; while it runs this operator applies nothing; after it stops this
+/// operator takes over with no router applied twice; a later change is
+/// applied once, by this operator.
+#[tokio::test]
+async fn the_real_go_operator_applies_then_this_operator_takes_over_without_applying_again() {
+    let env = TestEnv::start_with(Options {
+        without_crds: true,
+        ..Options::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("cannot start the test API server: {e}"));
+    // The Go operator's CRDs, as `make install` puts them; its target
+    // controller also watches KubeVirt's VMIs.
+    let go_crds = go_operator::source().join("config/crd/bases");
+    kubectl(&env, &["apply", "-f", go_crds.to_str().unwrap()]);
+    common::install_vmi_crd(&env.client()).await;
+    let ns = env.namespace("go-operator").await;
+    let daemon = Daemon::start();
+    let mut agents = Vec::new();
+    for router in ROUTERS {
+        agents.push(daemon.start_agent(router, AgentFlags::default()).await);
+    }
+
+    // The Go operator applies the site.
+    let mut go = GoOperator::start(&env, ns.name());
+    go.wait_ready(Duration::from_secs(120)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site-a.yaml");
+    std::fs::write(&site, go_site(&daemon, "192.0.2.53")).unwrap();
+    kubectl(&env, &["apply", "-n", ns.name(), "-f", site.to_str().unwrap()]);
+    let configs = ns.api::<VRouterConfig>();
+    for router in ROUTERS {
+        let (phase, condition, message) =
+            final_phase(&configs, &format!("site-a.{router}"), Duration::from_secs(120)).await;
+        assert_eq!(phase, Phase::Applied, "{message}\n{}", go.log());
+        assert_eq!(condition.map(|c| c.0).as_deref(), Some("True"));
+    }
+    assert_eq!(runs(&agents), [1, 1], "the Go operator applied each router once");
+    let calls = agents[0].sandbox().calls();
+    assert!(calls.contains(&"set system host-name edge-1".to_owned()), "{calls:?}");
+    let go_holder = lease_holder(&ns).await.expect("the Go operator holds its Lease");
+    let applied_generations = generations(&ns).await;
+
+    // Guide step 1: this operator's CRDs over the Go operator's.
+    kubectl(
+        &env,
+        &["apply", "-f", repository_root().join("deploy/crds").to_str().unwrap()],
+    );
+    // Guide step 2: this operator beside the running Go operator.
+    let ours = ReplicaProcess::start(&env, "rust-replica", ns.name(), LEASE, &env.apiserver_url(), &[]);
+    wait_for(
+        "this operator to wait for the Go operator's Lease",
+        Duration::from_secs(60),
+        || async {
+            ours.log()
+                .contains("waiting for the Lease held by another replica")
+                .then_some(())
+        },
+    )
+    .await;
+    // Several of the Go operator's renewals (every 2 s) while ours competes.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(lease_holder(&ns).await.as_deref(), Some(go_holder.as_str()));
+    nothing_written_by_ours(&ns).await;
+    assert_eq!(runs(&agents), [1, 1], "nothing applied while the Go operator leads");
+
+    // Guide step 3: the Go operator stops (a crash: its Lease expires).
+    go.kill();
+    wait_for("this operator to take the Lease", Duration::from_secs(90), || async {
+        (lease_holder(&ns).await.as_deref() == Some("rust-replica")).then_some(())
+    })
+    .await;
+    // Ours leads and renders: the binding's template is still Go syntax,
+    // which it reports without changing any config (guide step 4).
+    let refused = wait_for(
+        "this operator to report the Go template",
+        Duration::from_secs(90),
+        || async { binding_ready(&ns).await.filter(|(status, _)| status == "False") },
+    )
+    .await;
+    assert!(refused.1.contains("Go template syntax"), "{refused:?}");
+    // Guide section 1 and step 4: the templates converted and applied.
+    convert_and_apply(&env, &ns, &site);
+    let template = ns.api::<VRouterTemplate>().get("bgp-router").await.unwrap();
+    assert!(
+        template.spec.commands.contains("{{ hostname }}"),
+        "{}",
+        template.spec.commands
+    );
+
+    // This operator has rendered the converted template for every router
+    // (the binding is Ready again) and looked at every config (each has its
+    // VRouterStatus), and applied none again: the rendering is the Go
+    // operator's, so no config changed.
+    wait_for(
+        "the binding rendered by this operator",
+        Duration::from_secs(90),
+        || async { binding_ready(&ns).await.filter(|(status, _)| status == "True") },
+    )
+    .await;
+    let statuses = ns.api::<VRouterStatus>();
+    for router in ROUTERS {
+        let name = format!("site-a.{router}");
+        wait_for(&format!("{name}'s VRouterStatus"), Duration::from_secs(90), || async {
+            statuses.get_opt(&name).await.ok()?
+        })
+        .await;
+    }
+    assert_eq!(
+        generations(&ns).await,
+        applied_generations,
+        "the rendering changed a config"
+    );
+    assert_eq!(runs(&agents), [1, 1], "a router applied again after the takeover");
+
+    // A later change: applied once per router, by this operator.
+    std::fs::write(&site, go_site(&daemon, "192.0.2.54")).unwrap();
+    convert_and_apply(&env, &ns, &site);
+    wait_for("each router to apply the change", Duration::from_secs(120), || async {
+        (runs(&agents) == [2, 2]).then_some(())
+    })
+    .await;
+    for router in ROUTERS {
+        let (phase, _, message) = final_phase(&configs, &format!("site-a.{router}"), Duration::from_secs(60)).await;
+        assert_eq!(phase, Phase::Applied, "{message}\n{}", ours.log());
+    }
+    for agent in &agents {
+        let calls = agent.sandbox().calls();
+        let last_run = &calls[calls.iter().rposition(|c| c == "configure").unwrap()..];
+        assert!(
+            last_run.contains(&"set system name-server 192.0.2.54".to_owned()),
+            "{last_run:?}"
+        );
+    }
+    // The configs settle: no second apply of the change.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(runs(&agents), [2, 2]);
+}
