@@ -3,7 +3,7 @@
 //! `shared/peers/vrouter-operator-go` runs with its own CRDs, holds its Lease
 //! and applies through the real vrouter-daemon to the routers' agents; this
 //! operator, installed beside it as the guide says, applies nothing while it
-//! runs; the Go operator is SIGKILLed and this operator takes over. The
+//! runs, not even while the Go operator applies a change; the Go operator is SIGKILLed and this operator takes over. The
 //! routers' own record of the scripts they ran (the stub `vbash` log of each
 //! agent) shows every router got each config once.
 
@@ -24,8 +24,9 @@ use common::go_operator::{self, GoOperator, LEASE};
 use common::replica_process::ReplicaProcess;
 use common::{final_phase, wait_for};
 
-/// This operator's field manager: a write of ours carries it.
-const OURS: &str = "vrouter-operator";
+/// The Go operator's writes are named after its binary (client-go's user
+/// agent), as `cargo xtask testenv` names it.
+const GO_MANAGER: &str = "vrouter-operator-go";
 const ROUTERS: [&str; 2] = ["edge-1", "edge-2"];
 
 /// A site as a Go operator user writes it: one template in Go syntax, shared
@@ -103,8 +104,10 @@ fn managers(meta: &ObjectMeta) -> Vec<String> {
         .collect()
 }
 
-/// Asserts that nothing of ours wrote any object of the site, and that no
-/// VRouterStatus (which this operator keeps per config) exists.
+/// Asserts that only the Go operator and kubectl wrote the site's configs
+/// and binding (the API server names a writer after its user agent, so any
+/// other writer shows), and that no VRouterStatus (which this operator keeps
+/// per config) exists.
 async fn nothing_written_by_ours(ns: &TestNamespace) {
     let lp = ListParams::default();
     let mut written: Vec<String> = Vec::new();
@@ -115,8 +118,12 @@ async fn nothing_written_by_ours(ns: &TestNamespace) {
         written.extend(managers(&binding.metadata));
     }
     assert!(
-        !written.iter().any(|m| m == OURS),
-        "written by this operator: {written:?}"
+        written.iter().any(|m| m == GO_MANAGER),
+        "the Go operator's writes are not named {GO_MANAGER}: {written:?}"
+    );
+    assert!(
+        written.iter().all(|m| m == GO_MANAGER || m.starts_with("kubectl")),
+        "written by someone else than the Go operator and kubectl: {written:?}"
     );
     let statuses = ns.api::<VRouterStatus>().list(&lp).await.unwrap();
     assert!(statuses.items.is_empty(), "{:?}", statuses.items);
@@ -154,6 +161,30 @@ async fn lease_holder(ns: &TestNamespace) -> Option<String> {
         .spec?
         .holder_identity
         .filter(|h| !h.is_empty())
+}
+
+/// Waits until the Go operator reports every config Applied for
+/// `generation` (its condition's observedGeneration).
+async fn applied_as_of_generation(ns: &TestNamespace, generation: i64) {
+    let configs = ns.api::<VRouterConfig>();
+    for router in ROUTERS {
+        let name = format!("site-a.{router}");
+        wait_for(
+            &format!("{name} Applied at generation {generation}"),
+            Duration::from_secs(60),
+            || async {
+                let config = configs.get(&name).await.ok()?;
+                let status = config.status?;
+                let applied = status.conditions.iter().find(|c| c.type_ == "Applied")?;
+                (status.phase == Phase::Applied
+                    && applied.status == "True"
+                    && applied.observed_generation == Some(generation)
+                    && config.metadata.generation == Some(generation))
+                .then_some(())
+            },
+        )
+        .await;
+    }
 }
 
 async fn generations(ns: &TestNamespace) -> Vec<Option<i64>> {
@@ -222,7 +253,6 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
     let calls = agents[0].sandbox().calls();
     assert!(calls.contains(&"set system host-name edge-1".to_owned()), "{calls:?}");
     let go_holder = lease_holder(&ns).await.expect("the Go operator holds its Lease");
-    let applied_generations = generations(&ns).await;
 
     // Guide step 1: this operator's CRDs over the Go operator's.
     kubectl(
@@ -241,11 +271,22 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
         },
     )
     .await;
+    // A change while both run: the Go operator applies it, once per router.
+    std::fs::write(&site, go_site(&daemon, "192.0.2.55")).unwrap();
+    kubectl(&env, &["apply", "-n", ns.name(), "-f", site.to_str().unwrap()]);
+    wait_for(
+        "the Go operator to apply the change",
+        Duration::from_secs(120),
+        || async { (runs(&agents) == [2, 2]).then_some(()) },
+    )
+    .await;
+    applied_as_of_generation(&ns, 2).await;
     // Several of the Go operator's renewals (every 2 s) while ours competes.
     tokio::time::sleep(Duration::from_secs(12)).await;
     assert_eq!(lease_holder(&ns).await.as_deref(), Some(go_holder.as_str()));
     nothing_written_by_ours(&ns).await;
-    assert_eq!(runs(&agents), [1, 1], "nothing applied while the Go operator leads");
+    assert_eq!(runs(&agents), [2, 2], "only the Go operator applied while it leads");
+    let applied_generations = generations(&ns).await;
 
     // Guide step 3: the Go operator stops (a crash: its Lease expires).
     go.kill();
@@ -297,13 +338,13 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
         applied_generations,
         "the rendering changed a config"
     );
-    assert_eq!(runs(&agents), [1, 1], "a router applied again after the takeover");
+    assert_eq!(runs(&agents), [2, 2], "a router applied again after the takeover");
 
     // A later change: applied once per router, by this operator.
     std::fs::write(&site, go_site(&daemon, "192.0.2.54")).unwrap();
     convert_and_apply(&env, &ns, &site);
     wait_for("each router to apply the change", Duration::from_secs(120), || async {
-        (runs(&agents) == [2, 2]).then_some(())
+        (runs(&agents) == [3, 3]).then_some(())
     })
     .await;
     for router in ROUTERS {
@@ -320,5 +361,5 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
     }
     // The configs settle: no second apply of the change.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(runs(&agents), [2, 2]);
+    assert_eq!(runs(&agents), [3, 3]);
 }
