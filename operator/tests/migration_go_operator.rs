@@ -206,7 +206,7 @@ async fn generations(ns: &TestNamespace) -> Vec<Option<i64>> {
 /// The acceptance of issue 41: the real Go operator holds the Lease and
 /// applies; while it runs this operator applies nothing; after it stops this
 /// operator takes over with no router applied twice; a later change is
-/// applied once, by this operator.
+/// applied once, by this operator; the Go operator started again waits.
 #[tokio::test]
 async fn the_real_go_operator_applies_then_this_operator_takes_over_without_applying_again() {
     let env = TestEnv::start_with(Options {
@@ -361,5 +361,30 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
     }
     // The configs settle: no second apply of the change.
     tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(runs(&agents), [3, 3]);
+
+    // A Go replica started again (a rollback of the switch, a stale
+    // Deployment) waits in turn: this operator renews the Lease in the form
+    // client-go's leader election reads.
+    drop(go);
+    let mut again = GoOperator::start(&env, ns.name());
+    again.wait_ready(Duration::from_secs(120)).await;
+    wait_for("the Go operator to try its Lease", Duration::from_secs(60), || async {
+        again
+            .log()
+            .to_lowercase()
+            .contains("attempting to acquire leader lease")
+            .then_some(())
+    })
+    .await;
+    // Longer than the Lease's duration: a record client-go misread as
+    // expired would have been taken by now.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(
+        !again.log().to_lowercase().contains("successfully acquired lease"),
+        "{}",
+        again.log()
+    );
+    assert_eq!(lease_holder(&ns).await.as_deref(), Some("rust-replica"));
     assert_eq!(runs(&agents), [3, 3]);
 }
