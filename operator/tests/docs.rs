@@ -636,8 +636,11 @@ impl Checker {
 
     fn check_helm(&self, args: &[String]) -> Result<(), String> {
         let verb = args.first().map(String::as_str);
+        if verb == Some("uninstall") {
+            return check_helm_uninstall(&args[1..]);
+        }
         if !matches!(verb, Some("install" | "upgrade")) {
-            return Err("only `helm install` and `helm upgrade` are checked".into());
+            return Err("only `helm install`, `helm upgrade` and `helm uninstall` are checked".into());
         }
         proven_by("xtask/tests/helm_chart.rs", "deploy/helm/vrouter-operator")?;
         let values = read("deploy/helm/vrouter-operator/values.yaml");
@@ -745,6 +748,26 @@ impl Checker {
             "vrouter-operator" => check_operator_cli(args),
             other => Err(format!("`{other}` is not a command any test runs")),
         }
+    }
+}
+
+/// `helm uninstall <release> [-n <namespace>]`, which the chart's upgrade
+/// tests run (and check that it leaves the CRDs and objects).
+fn check_helm_uninstall(args: &[String]) -> Result<(), String> {
+    proven_by("operator/tests/helm_upgrades.rs", "helm_ok(&[\"uninstall\", RELEASE")?;
+    let mut positional = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-n" | "--namespace" => i += 1,
+            flag if flag.starts_with('-') => return Err(format!("unknown helm uninstall flag {flag}")),
+            word => positional.push(word),
+        }
+        i += 1;
+    }
+    match positional.as_slice() {
+        [_release] => Ok(()),
+        _ => Err("expected `helm uninstall <release>`".into()),
     }
 }
 
@@ -1246,6 +1269,7 @@ fn only_commands_a_test_runs_are_accepted() {
         "export KUBECONFIG=/tmp/demo/kubeconfig",
         "KUBECONFIG=/tmp/demo/kubeconfig kubectl get vrouterconfigs -A",
         "helm install vrouter-operator deploy/helm/vrouter-operator -n vrouter-system --create-namespace",
+        "helm uninstall vrouter-operator -n vrouter-system",
         "vrouter-operator convert --in-place manifests/",
         "vrouter-operator render site-a.yaml site-b.yaml",
     ] {
@@ -1266,6 +1290,8 @@ fn only_commands_a_test_runs_are_accepted() {
             "no value \"nonsense\"",
         ),
         ("kubectl get vrc | grep x", "pipes"),
+        ("helm uninstall a b -n x", "expected `helm uninstall <release>`"),
+        ("helm uninstall a --keep-history", "unknown helm uninstall flag"),
         ("vrouter-operator convert --force x.yaml", "`convert [--in-place]`"),
         ("vrouter-operator convert", "without a file"),
         ("vrouter-operator serve x", "`convert [--in-place]`"),
