@@ -17,6 +17,8 @@
 //!   the upgrade brings the field. An earlier version with its CRDs as
 //!   templates: a plain upgrade brings it.
 //! - `helm uninstall` leaves every CRD and object.
+//! - CRDs applied with kubectl: adopted only on request (the refusal names
+//!   the step); `crds.install=false` leaves them alone.
 
 mod common;
 
@@ -110,9 +112,16 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// Without the operator's CRDs: each chart installs them.
     async fn start() -> Cluster {
+        Cluster::start_with(true).await
+    }
+
+    /// With the operator's CRDs already installed by the harness, as
+    /// `kubectl apply -f deploy/crds/` installs them, unless `without_crds`.
+    async fn start_with(without_crds: bool) -> Cluster {
         let options = Options {
-            without_crds: true,
+            without_crds,
             without_webhook_admission: true,
             ..Options::default()
         };
@@ -586,5 +595,48 @@ async fn helm_uninstall_leaves_every_crd_and_object() {
     cluster
         .helm_ok(&["install", RELEASE, &chart_arg(), "-n", NAMESPACE])
         .await;
+    cluster.assert_nothing_lost(&crds, &objects).await;
+}
+
+/// CRDs applied with kubectl (the test API server installs them as
+/// `kubectl apply -f deploy/crds/` does): a default install is refused with
+/// the step that adopts them, nothing created; with `crds.install=false`
+/// (as `crates/vrouter-test-node/tests/helm.rs` installs) the chart leaves
+/// them as they are, through install and uninstall.
+#[tokio::test]
+async fn crds_applied_with_kubectl_are_adopted_only_on_request() {
+    let cluster = Cluster::start_with(false).await;
+    let objects = cluster.create_objects(KINDS.len()).await;
+    let crds = cluster.crd_uids().await;
+    let refused = cluster
+        .helm(&["install", RELEASE, &chart_arg(), "-n", NAMESPACE, "--create-namespace"])
+        .await;
+    assert!(!refused.ok, "{}", refused.output);
+    assert!(refused.output.contains("kubectl label crd"), "{}", refused.output);
+    assert!(
+        !cluster.deployment_exists("vrouter-operator").await,
+        "nothing installed"
+    );
+
+    cluster
+        .helm_ok(&[
+            "install",
+            RELEASE,
+            &chart_arg(),
+            "-n",
+            NAMESPACE,
+            "--create-namespace",
+            "--set",
+            "crds.install=false",
+        ])
+        .await;
+    assert!(cluster.deployment_exists("vrouter-operator").await);
+    let untouched = cluster
+        .crds()
+        .await
+        .into_iter()
+        .all(|crd| crd.metadata.labels.is_none());
+    assert!(untouched, "the release took no CRD");
+    cluster.helm_ok(&["uninstall", RELEASE, "-n", NAMESPACE]).await;
     cluster.assert_nothing_lost(&crds, &objects).await;
 }
