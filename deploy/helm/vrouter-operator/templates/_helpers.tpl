@@ -55,9 +55,11 @@ Helm itself refuses a CRD that exists without this release's ownership
 every object of their kinds, CRDs a release had as templates and no longer
 renders. These checks refuse both with the step that avoids them. `lookup`
 sees nothing in `helm template` and client-side dry runs: nothing is checked
-there.
+there. A first install with crds.install=false can delete nothing and looks
+nothing up (its user may not be allowed to list CRDs).
 */}}
 {{- define "vrouter-operator.crdsCheck" -}}
+{{- if or .Values.crds.install .Release.IsUpgrade }}
 {{- $found := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" "" }}
 {{- $unowned := list }}
 {{- $foreign := list }}
@@ -85,6 +87,7 @@ there.
 {{- include "vrouter-operator.crdsForeign" (list . $foreign) }}
 {{- else }}
 {{- include "vrouter-operator.crdsUnkept" (list . $unkept) }}
+{{- end }}
 {{- end }}
 {{- end }}
 
