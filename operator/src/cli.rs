@@ -121,9 +121,11 @@ pub struct Args {
     #[arg(long, env = "LEASE_NAME", default_value = crate::leader::DEFAULT_LEASE_NAME)]
     pub lease_name: String,
 
-    /// Namespace of the Lease; the pod's own namespace in a cluster.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "vrouter-system")]
-    pub lease_namespace: String,
+    /// Namespace of the Lease. Without it, the pod's own namespace as its
+    /// ServiceAccount mount names it (where the Go operator puts its Lease:
+    /// the Go chart sets no POD_NAMESPACE), else `vrouter-system`.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
 
     /// This replica's identity in the election; the pod name in a cluster.
     #[arg(long, env = "POD_NAME")]
@@ -225,6 +227,12 @@ pub struct Args {
     pub zap_time_encoding: Option<String>,
 }
 
+/// The Lease's namespace outside a pod, when none is given.
+pub const DEFAULT_LEASE_NAMESPACE: &str = "vrouter-system";
+
+/// Where a pod's ServiceAccount mount names the pod's namespace.
+pub const IN_CLUSTER_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
 /// Where a cert-manager Secret is mounted by the charts (ours and Go's).
 pub const DEFAULT_WEBHOOK_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 
@@ -247,6 +255,15 @@ impl Args {
             names.extend(arg.get_all_aliases().unwrap_or_default());
         }
         names.into_iter().map(str::to_owned).collect()
+    }
+
+    /// The Lease's namespace: --lease-namespace (POD_NAMESPACE), else
+    /// `in_cluster` (the content of the pod's ServiceAccount `namespace`
+    /// file, when there is one), else `vrouter-system`.
+    pub fn lease_namespace(&self, in_cluster: Option<&str>) -> String {
+        let given = self.lease_namespace.as_deref().filter(|ns| !ns.is_empty());
+        let in_cluster = in_cluster.map(str::trim).filter(|ns| !ns.is_empty());
+        given.or(in_cluster).unwrap_or(DEFAULT_LEASE_NAMESPACE).to_owned()
     }
 
     /// The metrics certificate and key files, when a directory is given.
@@ -609,6 +626,16 @@ mod tests {
                 "{argv:?} {rust_log:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_lease_namespace_is_given_else_the_pods_else_the_default() {
+        let none = go_parse(&[]).unwrap();
+        assert_eq!(none.lease_namespace(None), "vrouter-system");
+        assert_eq!(none.lease_namespace(Some("")), "vrouter-system");
+        assert_eq!(none.lease_namespace(Some("go-system\n")), "go-system");
+        let given = go_parse(&["--lease-namespace=ours"]).unwrap();
+        assert_eq!(given.lease_namespace(Some("go-system")), "ours");
     }
 
     #[test]

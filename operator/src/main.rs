@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use kube::Client;
 use tokio::sync::watch;
-use vrouter_operator::cli::{Args, Command};
+use vrouter_operator::cli::{self, Args, Command};
 use vrouter_operator::context::{Context, FactoryProviders, Settings};
 use vrouter_operator::health_and_metrics::{self, Readiness};
 use vrouter_operator::leader::{self, Election};
@@ -181,7 +181,7 @@ async fn campaign(args: &Args, client: &Client) -> anyhow::Result<leader::Candid
         .context("--identity (POD_NAME) is required for leader election")?;
     let election = Election {
         lease_name: args.lease_name.clone(),
-        namespace: args.lease_namespace.clone(),
+        namespace: args.lease_namespace(std::fs::read_to_string(cli::IN_CLUSTER_NAMESPACE_FILE).ok().as_deref()),
         identity,
         timing: args.election_timing()?,
     };

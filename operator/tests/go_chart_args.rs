@@ -1,6 +1,7 @@
 //! The operator binary started with exactly the args of the Go operator's
 //! chart, as real helm renders its Deployment, and only what that pod's
-//! environment would give it: it serves the probes where the Deployment's
+//! environment would give it (no POD_NAME or POD_NAMESPACE: the Go chart
+//! sets neither): it serves the probes where the Deployment's
 //! kubelet probes look, its metrics and webhook where the Deployment's ports
 //! say (webhook certificate from the directory the args name), takes the
 //! Lease and reconciles. A Go flag refused ends the process: the test fails
@@ -45,18 +46,27 @@ fn the_go_charts_deployment_args_run_this_binary() {
             .block_on(inside_the_namespaces());
     }
     let exe = std::env::current_exe().unwrap();
-    let status = Command::new(tool("unshare"))
+    let output = Command::new(tool("unshare"))
         .args(["--net", "--mount", "--propagation", "private", "--"])
         .arg(exe)
         .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
         .env(INSIDE, "1")
-        .status()
+        .output()
         .expect("run unshare");
-    assert!(
-        status.success(),
-        "the test inside its network and mount namespaces failed ({status}); see its output above. \
-         It needs CAP_SYS_ADMIN (root) for unshare --net --mount"
+    let (status, said) = (
+        output.status,
+        String::from_utf8_lossy(&[output.stdout, output.stderr].concat()).into_owned(),
     );
+    // The test harness exits 101 when a test fails; anything else is
+    // unshare itself failing to make the namespaces.
+    match status.code() {
+        Some(0) => {}
+        Some(101) => panic!("the test inside its network and mount namespaces failed:\n{said}"),
+        _ => panic!(
+            "unshare --net --mount could not run this test in namespaces of its own ({status}): \
+             it needs root (CAP_SYS_ADMIN):\n{said}"
+        ),
+    }
 }
 
 /// A system tool the namespaces need, or a failure saying how to get it.
@@ -80,25 +90,33 @@ fn run(command: &mut Command) {
 async fn inside_the_namespaces() {
     run(Command::new(tool("ip")).args(["link", "set", "lo", "up"]));
     run(Command::new(tool("mount")).args(["-t", "tmpfs", "go-chart-args", "/tmp"]));
+    // A private /run too: the pod's ServiceAccount mount names its namespace.
+    run(Command::new(tool("mount")).args(["-t", "tmpfs", "go-chart-args", "/run"]));
     let env = TestEnv::start().await.expect("start the test API server");
     let ns = env.namespace("go-chart").await;
     let manager = rendered_manager(ns.name());
+    let account = Path::new(vrouter_operator::cli::IN_CLUSTER_NAMESPACE_FILE);
+    std::fs::create_dir_all(account.parent().unwrap()).unwrap();
+    std::fs::write(account, ns.name()).unwrap();
 
     let cert_dir = manager.arg_value("--webhook-cert-path");
     std::fs::create_dir_all(&cert_dir).unwrap();
     std::fs::write(Path::new(&cert_dir).join("tls.crt"), env.webhook_tls().cert_pem()).unwrap();
     std::fs::write(Path::new(&cert_dir).join("tls.key"), env.webhook_tls().key_pem()).unwrap();
 
+    // What the Go chart's pod has: its host name (the pod's name), the
+    // Deployment's env, the ServiceAccount mount; a kubeconfig stands for
+    // the ServiceAccount's token and the API server's address.
     let pod = "vrouter-operator-controller-manager-7d9f8-abcde";
-    let mut operator = Operator::start(
-        &manager.args,
-        &[
-            ("KUBECONFIG", env.kubeconfig_path().to_str().unwrap()),
-            ("POD_NAME", pod),
-            ("POD_NAMESPACE", ns.name()),
-            ("HOSTNAME", pod),
-        ],
-    );
+    let mut environment = vec![
+        (
+            "KUBECONFIG".to_owned(),
+            env.kubeconfig_path().to_str().unwrap().to_owned(),
+        ),
+        ("HOSTNAME".to_owned(), pod.to_owned()),
+    ];
+    environment.extend(manager.env.iter().cloned());
+    let mut operator = Operator::start(&manager.args, &environment);
     for path in &manager.probe_paths {
         let probe = SocketAddr::from(([127, 0, 0, 1], manager.probe_port));
         operator.wait_for_200(probe, path).await;
@@ -159,6 +177,8 @@ fn go_operator_source() -> PathBuf {
 /// What the Go chart's Deployment gives its `manager` container.
 struct Manager {
     args: Vec<String>,
+    /// Its `env` entries with a plain `value`.
+    env: Vec<(String, String)>,
     probe_port: u16,
     probe_paths: Vec<String>,
     metrics_port: u16,
@@ -231,6 +251,12 @@ fn rendered_manager(namespace: &str) -> Manager {
         .expect("the webhook port");
     Manager {
         args: serde_json::from_value(manager["args"].clone()).unwrap(),
+        env: manager["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| Some((e["name"].as_str()?.to_owned(), e["value"].as_str()?.to_owned())))
+            .collect(),
         probe_port: port(&probes[0]["port"]),
         probe_paths: probes.iter().map(|p| p["path"].as_str().unwrap().to_owned()).collect(),
         metrics_port: port(&of_kind("Service", "metrics")["spec"]["ports"][0]["targetPort"]),
@@ -246,14 +272,14 @@ struct Operator {
 }
 
 impl Operator {
-    fn start(args: &[String], env: &[(&str, &str)]) -> Operator {
+    fn start(args: &[String], env: &[(String, String)]) -> Operator {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("operator.log");
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_vrouter-operator"))
             .args(args)
             .env_clear()
-            .envs(env.iter().copied())
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
             .stderr(file)
