@@ -19,6 +19,7 @@ use vrouter_operator::webhooks::review::Admission;
 use vrouter_operator::webhooks::server;
 use vrouter_operator::{controllers, telemetry};
 use vrouter_operator::{diff, offline_render};
+use vrouter_providers::api_client::{self, ApiTimeouts};
 use vrouter_providers::lookup_cache::{self, CachedLookup};
 use vrouter_providers::{FactoryContext, KubeLookup};
 use vrouter_render::TemplateEngine;
@@ -48,7 +49,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         None => {}
     }
     telemetry::init(args.log_format);
-    let client = Client::try_default()
+    let client = api_client::infer(&ApiTimeouts::default())
         .await
         .context("connecting to the Kubernetes API")?;
     let metrics = Metrics::new();
@@ -300,7 +301,7 @@ async fn diff_with_cluster(paths: &[std::path::PathBuf]) -> i32 {
     for warning in &rendered.warnings {
         eprintln!("warning: {warning}");
     }
-    let live = match Client::try_default().await {
+    let live = match api_client::infer(&ApiTimeouts::default()).await {
         Ok(client) => diff::read_live(&client, &rendered.configs).await,
         Err(e) => {
             eprintln!("error: connecting to the Kubernetes API: {e}");
@@ -327,7 +328,7 @@ async fn diff_with_cluster(paths: &[std::path::PathBuf]) -> i32 {
 /// `diff --binding`: the binding in the cluster, rendered now, against what
 /// the cluster and each router hold.
 async fn diff_binding(binding: &str) -> i32 {
-    let client = match Client::try_default().await {
+    let client = match api_client::infer(&ApiTimeouts::default()).await {
         Ok(client) => client,
         Err(e) => {
             eprintln!("error: connecting to the Kubernetes API: {e}");
