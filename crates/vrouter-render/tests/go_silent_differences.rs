@@ -1,0 +1,463 @@
+//! The classes of Go constructs whose conversion once rendered something other
+//! than the Go operator did without saying so, against the real Go engine
+//! (`text/template` + sprig, params decoded as the Go operator decodes them:
+//! every number a `json.Number`). Each case is a realistic VyOS template; it
+//! must either convert to what Go rendered (the commands bash runs, the nodes
+//! VyOS reads, or the very text where layout is the point) or be refused with
+//! its line, column and reason. A silent difference fails the test.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::differential::{config_nodes, ours, run_commands};
+use support::go_oracle::GoOracle;
+use vrouter_render::TemplateKind;
+use vrouter_render::go_template::convert;
+use vrouter_render::testing::BashHarness;
+
+use TemplateKind::{Commands, Config};
+
+/// What converting a case must give.
+enum Expect {
+    /// What Go rendered: the same commands run or config nodes read.
+    Same,
+    /// What Go rendered, to the byte.
+    SameText,
+    /// Refused at (line, column), the reason containing the text.
+    Refused(usize, usize, &'static str),
+}
+
+struct Case {
+    kind: TemplateKind,
+    template: &'static str,
+    params: Value,
+    expect: Expect,
+}
+
+fn case(kind: TemplateKind, template: &'static str, params: Value, expect: Expect) -> Case {
+    Case {
+        kind,
+        template,
+        params,
+        expect,
+    }
+}
+
+struct Differential {
+    oracle: GoOracle,
+    harness: BashHarness,
+}
+
+impl Differential {
+    fn start() -> Differential {
+        Differential {
+            oracle: GoOracle::start(),
+            harness: BashHarness::start().expect("bash"),
+        }
+    }
+
+    fn check_all(&mut self, cases: &[Case]) {
+        let failures: Vec<String> = cases.iter().filter_map(|c| self.check(c).err()).collect();
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
+
+    fn check(&mut self, c: &Case) -> Result<(), String> {
+        let what = format!("{} template {:?} with {}", c.kind, c.template, c.params);
+        let go = self.oracle.render(c.template, &c.params).json;
+        let Some(go) = go.ok() else {
+            return Err(format!("{what}: the case must render in Go: {:?}", go.error));
+        };
+        if let Expect::Refused(line, column, reason) = c.expect {
+            return match convert(c.template, c.kind) {
+                Ok(converted) => Err(format!(
+                    "{what}: converted, must be refused\n{}\nGo:\n{go}\nours:\n{:?}",
+                    converted.tera,
+                    ours("t", c.kind, c.template, &c.params)
+                )),
+                Err(e) => {
+                    let p = &e.problems[0];
+                    let at = (p.location.line, p.location.column);
+                    if at == (line, column) && p.reason.contains(reason) {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "{what}: refused as `{e}`, expected {line}:{column}: …{reason}…"
+                        ))
+                    }
+                }
+            };
+        }
+        let ours = ours("t", c.kind, c.template, &c.params).map_err(|e| format!("{what}: {e}"))?;
+        let tera = convert(c.template, c.kind).map(|c| c.tera).unwrap_or_default();
+        let differ = |how: &str| {
+            Err(format!(
+                "{what}: {how} differ\nGo:\n{go:?}\nours:\n{ours:?}\nconverted:\n{tera}"
+            ))
+        };
+        // The engine ends each template's text with a newline (templates are
+        // joined line by line), which Go's text may lack.
+        let go_line = if go.ends_with('\n') || go.is_empty() {
+            go.to_owned()
+        } else {
+            format!("{go}\n")
+        };
+        if matches!(c.expect, Expect::SameText) && ours != go_line {
+            return differ("the texts");
+        }
+        match c.kind {
+            Commands => {
+                if run_commands(&mut self.harness, &ours) != run_commands(&mut self.harness, go) {
+                    return differ("the commands run");
+                }
+            }
+            Config => {
+                let go_nodes = config_nodes(go);
+                if go_nodes.is_err() || config_nodes(&ours) != go_nodes {
+                    return differ("the config nodes");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Quote characters a template's functions write into a value (`printf "%q"`,
+/// `quote`/`squote`, a literal with quotes, JSON) were read by bash or by the
+/// VyOS parser in the Go operator's output; the engine escapes values, so
+/// after conversion they would reach VyOS as part of the value.
+#[test]
+fn quotes_written_by_functions_are_read_as_go_s_output_was() {
+    let p = json!({
+        "hostname": "edge-1",
+        "iface": "eth1",
+        "desc": "uplink to transit A",
+        "site": "ams",
+        "servers": ["192.0.2.53", "198.51.100.53"],
+        "peer": {"ip": "192.0.2.1", "name": "isp a"},
+    });
+    let cases = [
+        // `%q` as the whole value, or one of printf's words.
+        case(
+            Commands,
+            "set system host-name {{ printf \"%q\" .hostname }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "{{ printf \"set interfaces ethernet %s description %q\" .iface .desc }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "{{ printf \"set protocols bgp neighbor %s description %q\" .peer.ip .peer.name }}\n",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Config,
+            "system {\n    host-name {{ printf \"%q\" .hostname }}\n}\n",
+            p.clone(),
+            Expect::Same,
+        ),
+        // `quote`/`squote` as an argument of printf.
+        case(
+            Commands,
+            "{{ printf \"set system host-name %s\" (quote .hostname) }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "{{ printf \"set interfaces ethernet %s description %s\" .iface (squote .desc) }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Config,
+            "interfaces {\n    ethernet {{ .iface }} {\n        description {{ printf \"%s\" (quote .desc) }}\n    }\n}\n",
+            p.clone(),
+            Expect::Same,
+        ),
+        // Quotes inside a word: bash joins the pieces.
+        case(
+            Commands,
+            "set interfaces ethernet eth0 description {{ printf \"to-%q\" .site }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        // Where the quotes cannot be told from the value: refused.
+        case(
+            Commands,
+            "set system name-server {{ join \" \" (list (quote (index .servers 0)) (quote (index .servers 1))) }}",
+            p.clone(),
+            Expect::Refused(1, 24, "quote"),
+        ),
+        case(
+            Commands,
+            "set interfaces ethernet eth0 description {{ upper (quote .site) }}",
+            p.clone(),
+            Expect::Refused(1, 42, "quote"),
+        ),
+        case(
+            Commands,
+            "{{ $d := printf \"%q\" .desc }}set interfaces ethernet eth0 description {{ $d }}",
+            p.clone(),
+            Expect::Refused(1, 71, "quote"),
+        ),
+        case(
+            Commands,
+            "set interfaces ethernet eth0 description {{ default \"\\\"none\\\"\" .missing }}",
+            p.clone(),
+            Expect::Refused(1, 42, "quote"),
+        ),
+        case(
+            Commands,
+            "set system login banner post-login {{ toJson .site }}",
+            p.clone(),
+            Expect::Refused(1, 36, "quote"),
+        ),
+        // The template's own quotes around a quoted value: Go kept the inner ones.
+        case(
+            Commands,
+            "set interfaces ethernet eth0 description '{{ quote .site }}'",
+            p.clone(),
+            Expect::Refused(1, 43, "quote"),
+        ),
+    ];
+    Differential::start().check_all(&cases);
+}
+
+/// The Go operator decoded params with `UseNumber`: a number was a
+/// `json.Number`, a string kind, so `eq` and `ne` compared its text with a
+/// string, and `lt`/`gt` of two params compared texts.
+#[test]
+fn comparisons_of_numeric_params_with_text_are_what_go_compared() {
+    let p = json!({
+        "vlan": 100,
+        "mtu": 1500,
+        "asn": 65000,
+        "remoteAs": "65000",
+        "priority": 10,
+        "maxPriority": 9,
+        "weight": 1.5,
+        "name": "wan",
+    });
+    let cases = [
+        case(
+            Commands,
+            "{{ if eq .vlan \"100\" }}set interfaces ethernet eth1 vif 100 description mgmt{{ end }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "{{ if ne .mtu \"1500\" }}set interfaces ethernet eth0 mtu {{ .mtu }}{{ end }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "{{ if eq .asn \"64512\" \"65000\" }}set protocols bgp system-as {{ .asn }}{{ end }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "set protocols bgp neighbor 192.0.2.1 remote-as {{ if eq .asn .remoteAs }}internal{{ else }}external{{ end }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Config,
+            "interfaces {\n    ethernet eth0 {\n{{- if eq .weight \"1.5\" }}\n        description weighted\n{{- end }}\n    }\n}\n",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "set x {{ if eq \"100\" .vlan }}a{{ else }}b{{ end }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "set x {{ ternary \"tagged\" \"untagged\" (ne .vlan \"1\") }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "set x {{ if eq .missing \"1\" }}a{{ else }}b{{ end }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        // Numbers Go's own functions made compare as numbers in Go too.
+        case(
+            Commands,
+            "{{ if gt (int .priority) (int .maxPriority) }}set high-availability vrrp group lan priority {{ .maxPriority }}{{ end }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        // `lt`/`gt` of two params: Go compared texts ("10" < "9").
+        case(
+            Commands,
+            "{{ if gt .priority .maxPriority }}set high-availability vrrp group lan priority {{ .maxPriority }}{{ end }}",
+            p.clone(),
+            Expect::Refused(1, 7, "text"),
+        ),
+    ];
+    Differential::start().check_all(&cases);
+}
+
+/// Formatting a param's number: Go formatted the `json.Number`'s text.
+#[test]
+fn numbers_are_formatted_as_go_formatted_their_text() {
+    let p = json!({"vlan": 100, "id": 10, "asn": 65000, "tag": 120, "weight": 1.5, "site": "ams"});
+    let cases = [
+        case(
+            Commands,
+            "set interfaces ethernet eth0 vif {{ printf \"%v\" .vlan }} description {{ printf \"%s-%s\" .site (toString .vlan) }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "set policy community-list 100 rule 10 regex {{ printf \"%s:%s\" .asn .tag }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Config,
+            "interfaces {\n    ethernet eth0 {\n        description {{ printf \"%q\" (printf \"vlan %5s weight %-4v site %s\" .vlan .weight .site) }}\n    }\n}\n",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "set interfaces ethernet eth0 mac 02:00:00:00:00:{{ printf \"%02x\" (int .id) }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        case(
+            Commands,
+            "set policy community-list 100 rule 10 regex {{ print .asn \":\" .tag }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        // `%x` of a json.Number wrote the hex of its digits ("3130").
+        case(
+            Commands,
+            "set interfaces ethernet eth0 mac 02:00:00:00:00:{{ printf \"%02x\" .id }}",
+            p.clone(),
+            Expect::Refused(1, 52, "hex of its digits"),
+        ),
+        // `print` of two numbers: no space in Go (json.Number is a string).
+        case(
+            Commands,
+            "set system host-name r{{ print .asn .tag }}",
+            p.clone(),
+            Expect::Refused(1, 26, "space"),
+        ),
+    ];
+    Differential::start().check_all(&cases);
+}
+
+/// Go's trim markers on a comment remove the white space around it wherever
+/// it is, the start of the template included.
+#[test]
+fn trimmed_comments_and_actions_keep_go_s_layout() {
+    let p = json!({"hostname": "edge-1", "ifaces": ["eth0", "eth1"], "ntp": ["192.0.2.123"]});
+    let cases = [
+        case(
+            Commands,
+            "{{- /* managed by the operator */ -}}\nset system host-name {{ .hostname }}\n",
+            p.clone(),
+            Expect::SameText,
+        ),
+        case(
+            Commands,
+            "{{- /* header */}}\nset system host-name {{ .hostname }}\n",
+            p.clone(),
+            Expect::SameText,
+        ),
+        case(
+            Commands,
+            "{{/* header */ -}}\n\nset system host-name {{ .hostname }}\n",
+            p.clone(),
+            Expect::SameText,
+        ),
+        case(
+            Commands,
+            "\n{{- /* header */ -}}\n\n  set system host-name {{ .hostname }}\n",
+            p.clone(),
+            Expect::SameText,
+        ),
+        case(
+            Config,
+            "{{- /* system node */ -}}\nsystem {\n    host-name {{ .hostname }}\n}\n",
+            p.clone(),
+            Expect::SameText,
+        ),
+        case(
+            Commands,
+            "set system host-name {{ .hostname }}\n{{- /* interfaces */ -}}\n{{ range .ifaces }}\nset interfaces ethernet {{ . }}\n{{- end }}\n",
+            p.clone(),
+            Expect::SameText,
+        ),
+        case(
+            Commands,
+            "{{- /* a */ -}}\n{{- /* b */ -}}\nset system host-name {{ .hostname }}\n{{- /* end */ -}}\n",
+            p.clone(),
+            Expect::SameText,
+        ),
+        case(
+            Config,
+            "system {\n    ntp {\n{{- range .ntp }}\n        {{- /* one server */}}\n        server {{ . }}\n{{- end }}\n    }\n}\n",
+            p.clone(),
+            Expect::SameText,
+        ),
+        case(
+            Commands,
+            "{{- if .hostname -}}\nset system host-name {{ .hostname }}\n{{- end }}\n",
+            p.clone(),
+            Expect::SameText,
+        ),
+        case(
+            Commands,
+            "{{- $h := .hostname -}}\n\nset system host-name {{ $h }}\n",
+            p.clone(),
+            Expect::SameText,
+        ),
+    ];
+    Differential::start().check_all(&cases);
+}
+
+/// `define` and `block` are refused at their own tag with the reason, whatever
+/// follows them.
+#[test]
+fn define_and_block_are_refused_where_they_are_written() {
+    let p = json!({"hostname": "edge-1"});
+    let cases = [
+        case(
+            Commands,
+            "{{ define \"host\" }}set system host-name {{ .hostname }}{{ end }}\n{{ template \"host\" . }}\n",
+            p.clone(),
+            Expect::Refused(1, 1, "renders alone"),
+        ),
+        case(
+            Commands,
+            "set system time-zone UTC\n{{ block \"host\" . }}set system host-name {{ .hostname }}\n{{ end }}\n",
+            p.clone(),
+            Expect::Refused(2, 1, "renders alone"),
+        ),
+        case(
+            Commands,
+            "{{- define \"ntp\" -}}\n{{ range $s := .servers }}set system ntp server {{ $s }}\n{{ end }}\n{{- end -}}\nset system host-name {{ .hostname }}\n",
+            p.clone(),
+            Expect::Refused(1, 1, "renders alone"),
+        ),
+    ];
+    Differential::start().check_all(&cases);
+}
