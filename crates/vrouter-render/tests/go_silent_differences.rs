@@ -314,7 +314,15 @@ fn comparisons_of_numeric_params_with_text_are_what_go_compared() {
 /// Formatting a param's number: Go formatted the `json.Number`'s text.
 #[test]
 fn numbers_are_formatted_as_go_formatted_their_text() {
-    let p = json!({"vlan": 100, "id": 10, "asn": 65000, "tag": 120, "weight": 1.5, "site": "ams"});
+    let p = json!({
+        "vlan": 100,
+        "id": 10,
+        "asn": 65000,
+        "tag": 120,
+        "weight": 1.5,
+        "site": "ams",
+        "ports": ["eth0", "eth1", "eth2", "eth3", "eth4", "eth5", "eth6", "eth7", "eth8", "eth9", "eth10", "eth11"],
+    });
     let cases = [
         case(
             Commands,
@@ -343,6 +351,13 @@ fn numbers_are_formatted_as_go_formatted_their_text() {
         case(
             Commands,
             "set policy community-list 100 rule 10 regex {{ print .asn \":\" .tag }}",
+            p.clone(),
+            Expect::Same,
+        ),
+        // A range's index is a Go int: `%x` formats the number in Go too.
+        case(
+            Commands,
+            "{{ range $i, $p := .ports }}set interfaces ethernet {{ $p }} mac 02:00:00:00:01:{{ printf \"%02x\" $i }}\n{{ end }}",
             p.clone(),
             Expect::Same,
         ),

@@ -58,6 +58,10 @@ pub(crate) struct Translator<'s> {
     /// The tera variables set to a value holding quotes the template wrote
     /// (`$d := quote .x`): writing one is refused (see `value_quotes`).
     quoted_vars: HashSet<String>,
+    /// The tera variables that hold Go's own values, never a param's
+    /// `json.Number`: a range's key (an index or a map key) and the counter of
+    /// `range N`.
+    pub go_valued_vars: HashSet<String>,
     /// Inside the `else` of a `range`: tera applies no whitespace control in a
     /// for loop's `else` body (tera 1.20), so Go's trims stay applied to the text
     /// and no tag gets a dash.
@@ -104,6 +108,7 @@ impl<'s> Translator<'s> {
             prelude: Vec::new(),
             params_read: HashSet::new(),
             quoted_vars: HashSet::new(),
+            go_valued_vars: HashSet::new(),
             no_dashes: 0,
         };
         t.index(nodes);
@@ -347,6 +352,7 @@ impl<'s> Translator<'s> {
             if holds_quotes {
                 self.quoted_vars.insert(tera.clone());
             }
+            self.go_valued_vars.remove(&tera);
             Ok(vec![format!("{verb} {tera} = {value}")])
         } else {
             let tera = self.declare(name);
@@ -530,7 +536,7 @@ impl<'s> Translator<'s> {
                 });
             }
             let arg = args.next().expect("one argument per verb");
-            if let Some(reason) = functions::verb_refusal(&verb, &arg) {
+            if let Some(reason) = functions::verb_refusal(&verb, &arg, &self.go_valued_vars) {
                 return unconvertible(at, "printf", reason);
             }
             let te = if verb == "%s" || verb == "%v" {
@@ -714,6 +720,7 @@ impl<'s> Translator<'s> {
                 Some((go, _)) => self.declare(go),
                 None => self.fresh("i"),
             };
+            self.go_valued_vars.insert(name.clone());
             return Ok((
                 vec![format!("for {name} in range(end={n})")],
                 Dot::Value(Path::var(name)),
@@ -733,6 +740,7 @@ impl<'s> Translator<'s> {
         let entry = self.fresh("entry");
         let c = self.print(&container.filter("entries", vec![]), Slot::Container, at)?;
         let key = self.declare(&pipe.vars[0].0);
+        self.go_valued_vars.insert(key.clone());
         let value = self.declare(&pipe.vars[1].0);
         Ok((
             vec![

@@ -11,6 +11,8 @@
 //! form and is refused. Where Go itself failed (a `json.Number` against a number
 //! literal: "incompatible types for comparison"), numbers compare as numbers.
 
+use std::collections::HashSet;
+
 use super::{Call, Result};
 use crate::go_template::tera_expr::Te;
 
@@ -19,14 +21,18 @@ pub(super) fn eq(c: &mut Call<'_, '_>) -> Result<Te> {
     let mut args = c.take_all();
     let first = args.remove(0);
     if args.iter().all(|a| matches!(a, Te::Str(_))) && args.len() > 1 {
-        let needle = if args.iter().any(reads_as_number) && may_be_param(&first) {
+        let needle = if args.iter().any(reads_as_number) && may_be_param(&first, &c.t.go_valued_vars) {
             text_of(first)
         } else {
             first
         };
         return Ok(Te::In(Box::new(needle), Box::new(Te::Array(args))));
     }
-    let mut cmps: Vec<Te> = args.into_iter().map(|a| equality("==", first.clone(), a)).collect();
+    let go_valued = &c.t.go_valued_vars;
+    let mut cmps: Vec<Te> = args
+        .into_iter()
+        .map(|a| equality("==", first.clone(), a, go_valued))
+        .collect();
     Ok(if cmps.len() == 1 {
         cmps.pop().expect("one")
     } else {
@@ -47,12 +53,12 @@ pub(super) fn compare(c: &mut Call<'_, '_>) -> Result<Te> {
     let r = c.pop();
     let l = c.pop();
     if op == "!=" {
-        return Ok(equality(op, l, r));
+        return Ok(equality(op, l, r, &c.t.go_valued_vars));
     }
     if [&l, &r].iter().any(|a| matches!(a, Te::Str(_))) {
         return c.refuse("tera orders only numbers with < and >, and this compares strings");
     }
-    if may_be_param(&l) && may_be_param(&r) {
+    if may_be_param(&l, &c.t.go_valued_vars) && may_be_param(&r, &c.t.go_valued_vars) {
         return c.refuse(
             "the Go operator compared these as text: params' numbers were json.Number strings, so \
              `lt`/`gt` ordered their digits (\"10\" before \"9\"); convert them with `int` \
@@ -63,8 +69,8 @@ pub(super) fn compare(c: &mut Call<'_, '_>) -> Result<Te> {
 }
 
 /// `l == r` or `l != r`, comparing texts where Go compared a `json.Number`'s.
-fn equality(op: &'static str, l: Te, r: Te) -> Te {
-    let (l, r) = match (may_be_param(&l), may_be_param(&r)) {
+fn equality(op: &'static str, l: Te, r: Te, go_valued: &HashSet<String>) -> Te {
+    let (l, r) = match (may_be_param(&l, go_valued), may_be_param(&r, go_valued)) {
         (true, true) => (text_of(l), text_of(r)),
         (true, false) if reads_as_number(&r) => (text_of(l), r),
         (false, true) if reads_as_number(&l) => (l, text_of(r)),
@@ -87,17 +93,19 @@ fn reads_as_number(te: &Te) -> bool {
 /// Whether the value may be a param's number (a `json.Number` in Go): a
 /// param or variable, or what passes one on unchanged. Literals, Go's own
 /// numbers (`len`, `add`) and the strings functions make are not.
-pub(super) fn may_be_param(te: &Te) -> bool {
+/// `go_valued` are the variables known to hold Go's own values.
+pub(crate) fn may_be_param(te: &Te, go_valued: &HashSet<String>) -> bool {
+    let may = |t: &Te| may_be_param(t, go_valued);
     match te {
-        Te::Path(_) => true,
+        Te::Path(p) => !(p.segs.is_empty() && go_valued.contains(&p.root)),
         Te::Filter(input, name, args) => {
             matches!(
                 name.as_str(),
                 "if_empty" | "if_not_empty" | "first" | "last" | "ternary"
-            ) && (may_be_param(input) || args.iter().any(|(_, a)| may_be_param(a)))
+            ) && (may(input) || args.iter().any(|(_, a)| may(a)))
         }
-        Te::Call(name, args) => name == "coalesce" && args.iter().any(|(_, a)| may_be_param(a)),
-        Te::Array(items) => items.iter().any(may_be_param),
+        Te::Call(name, args) => name == "coalesce" && args.iter().any(|(_, a)| may(a)),
+        Te::Array(items) => items.iter().any(may),
         _ => false,
     }
 }
@@ -127,6 +135,8 @@ mod tests {
             ),
             // Go failed on a json.Number against a number: numbers compare.
             (var("n"), Te::Int(7), var("n"), Te::Int(7)),
+            // A range's index is a Go int: Go failed on it against a string.
+            (var("i"), Te::Str("0".into()), var("i"), Te::Str("0".into())),
             (
                 var("l").filter("len", vec![]),
                 Te::Str("3".into()),
@@ -134,8 +144,12 @@ mod tests {
                 Te::Str("3".into()),
             ),
         ];
+        let go_valued: HashSet<String> = ["i".to_owned()].into();
         for (l, r, want_l, want_r) in cases {
-            assert_eq!(equality("==", l, r), Te::Cmp("==", Box::new(want_l), Box::new(want_r)));
+            assert_eq!(
+                equality("==", l, r, &go_valued),
+                Te::Cmp("==", Box::new(want_l), Box::new(want_r))
+            );
         }
     }
 }
