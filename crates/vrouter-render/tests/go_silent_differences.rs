@@ -29,15 +29,15 @@ enum Expect {
 
 struct Case {
     kind: TemplateKind,
-    template: &'static str,
+    template: String,
     params: Value,
     expect: Expect,
 }
 
-fn case(kind: TemplateKind, template: &'static str, params: Value, expect: Expect) -> Case {
+fn case(kind: TemplateKind, template: impl Into<String>, params: Value, expect: Expect) -> Case {
     Case {
         kind,
-        template,
+        template: template.into(),
         params,
         expect,
     }
@@ -63,16 +63,17 @@ impl Differential {
 
     fn check(&mut self, c: &Case) -> Result<(), String> {
         let what = format!("{} template {:?} with {}", c.kind, c.template, c.params);
-        let go = self.oracle.render(c.template, &c.params).json;
+        let template = c.template.as_str();
+        let go = self.oracle.render(template, &c.params).json;
         let Some(go) = go.ok() else {
             return Err(format!("{what}: the case must render in Go: {:?}", go.error));
         };
         if let Expect::Refused(line, column, reason) = c.expect {
-            return match convert(c.template, c.kind) {
+            return match convert(template, c.kind) {
                 Ok(converted) => Err(format!(
                     "{what}: converted, must be refused\n{}\nGo:\n{go}\nours:\n{:?}",
                     converted.tera,
-                    ours("t", c.kind, c.template, &c.params)
+                    ours("t", c.kind, template, &c.params)
                 )),
                 Err(e) => {
                     let p = &e.problems[0];
@@ -87,8 +88,8 @@ impl Differential {
                 }
             };
         }
-        let ours = ours("t", c.kind, c.template, &c.params).map_err(|e| format!("{what}: {e}"))?;
-        let tera = convert(c.template, c.kind).map(|c| c.tera).unwrap_or_default();
+        let ours = ours("t", c.kind, template, &c.params).map_err(|e| format!("{what}: {e}"))?;
+        let tera = convert(template, c.kind).map(|c| c.tera).unwrap_or_default();
         let differ = |how: &str| {
             Err(format!(
                 "{what}: {how} differ\nGo:\n{go:?}\nours:\n{ours:?}\nconverted:\n{tera}"
@@ -475,4 +476,69 @@ fn define_and_block_are_refused_where_they_are_written() {
         ),
     ];
     Differential::start().check_all(&cases);
+}
+
+/// Generated layouts: comments, declarations, outputs and conditions with
+/// every combination of trim markers, at the start, between lines and at the
+/// end, separated by nothing, spaces, newlines or blank lines. The text must
+/// be Go's to the byte (or the template refused).
+#[test]
+fn generated_trim_layouts_keep_go_s_text() {
+    const ATOMS: &[&str] = &[
+        "{{/* c */}}",
+        "{{- /* c */}}",
+        "{{/* c */ -}}",
+        "{{- /* c */ -}}",
+        "{{ $v := .h }}",
+        "{{- $v := .h -}}",
+        "set system host-name {{ .h }}",
+        "set system host-name {{- .h }}",
+        "set system host-name {{ .h -}}",
+        "set a b",
+        "{{ if .on }}set c d{{ end }}",
+        "{{- if .on -}}\nset c d\n{{- end -}}",
+        "{{ if .off }}x{{ else -}}\n  set e f\n{{- end }}",
+        "{{ range .l }}\nset g {{ . }}\n{{- end }}",
+        "{{- range .l -}} set g {{ . }} {{- else }}none{{ end }}",
+    ];
+    const SEPARATORS: &[&str] = &["", " ", "\n", "\n\n", "\n  ", " \n"];
+    let params = json!({"h": "edge-1", "on": true, "off": false, "l": ["x", "y"]});
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    let mut cases = Vec::new();
+    for _ in 0..600 {
+        let mut template = String::new();
+        for _ in 0..1 + next(4) {
+            template.push_str(SEPARATORS[next(SEPARATORS.len())]);
+            template.push_str(ATOMS[next(ATOMS.len())]);
+        }
+        template.push_str(SEPARATORS[next(SEPARATORS.len())]);
+        cases.push(template);
+    }
+    let mut d = Differential::start();
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for template in &cases {
+        let go = d.oracle.render(template, &params).json;
+        if go.error.is_some() || convert(template, Commands).is_err() {
+            continue;
+        }
+        match d.check(&case(Commands, template.as_str(), params.clone(), Expect::SameText)) {
+            Ok(()) => compared += 1,
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {}:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n\n")
+    );
+    assert!(compared >= 400, "only {compared} layouts compared");
 }
