@@ -122,6 +122,21 @@ impl Differential {
     }
 }
 
+/// The oracle's "json" rendering decodes params as the Go operator does
+/// (internal/template/render.go: encoding/json with `UseNumber`): every
+/// number, nested ones too, is a `json.Number`. The cases below rely on it.
+#[test]
+fn the_oracle_sees_params_numbers_as_the_go_operator_did() {
+    let mut oracle = GoOracle::start();
+    let template = r#"{{ printf "%T %T %T %T" .n .f (index .l 0) .o.port }}"#;
+    let params = json!({"n": 7, "f": 1.5, "l": [1], "o": {"port": 179}});
+    let answer = oracle.render(template, &params);
+    assert_eq!(
+        answer.json.ok(),
+        Some("json.Number json.Number json.Number json.Number")
+    );
+}
+
 /// Quote characters a template's functions write into a value (`printf "%q"`,
 /// `quote`/`squote`, a literal with quotes, JSON) were read by bash or by the
 /// VyOS parser in the Go operator's output; the engine escapes values, so
