@@ -185,6 +185,23 @@ fn quotes_and_comments_written_around_values_are_noted() {
     assert_eq!(c.tera, "set system host-name {{ h }}\n# for \n");
     assert_eq!(c.notes.len(), 2, "{:?}", c.notes);
     assert_eq!((c.notes[0].location.line, c.notes[1].location.line), (1, 2));
+    // Quotes `printf` wrote around a whole value, or around one of its words.
+    let c = convert(
+        "set system host-name {{ printf \"%q\" .h }}\n{{ printf \"set system domain-name %s\" (squote .d) }}\n",
+        TemplateKind::Commands,
+    )
+    .unwrap();
+    assert_eq!(c.tera, "set system host-name {{ h }}\nset system domain-name {{ d }}\n");
+    let notes: Vec<String> = c.notes.iter().map(ToString::to_string).collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].starts_with("1:25: the quotes `printf \"%q\"` wrote were dropped"),
+        "{notes:?}"
+    );
+    assert!(
+        notes[1].starts_with("2:4: the quotes `squote` wrote were dropped"),
+        "{notes:?}"
+    );
 }
 
 #[test]

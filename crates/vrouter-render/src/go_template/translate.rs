@@ -428,7 +428,8 @@ impl<'s> Translator<'s> {
                     at,
                     format!(
                         "the quotes `{function}` wrote were dropped: values are quoted automatically for where \
-                         they are written (the Go operator's quoting did not escape quotes or `$` inside the value)"
+                         they are written, so bash or VyOS reads the value Go's quotes held (and a `$` or a quote \
+                         inside it is no longer read as code)"
                     ),
                 );
                 (inner, true)
