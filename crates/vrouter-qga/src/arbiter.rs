@@ -405,7 +405,14 @@ mod tests {
                 "/bin/vbash"
             ]
         );
-        assert!(!argv[2].contains("KEPT_"), "{}", argv[2]);
+        assert!(!argv[2].contains("KEPT_") && !argv[2].contains("ALIVE"), "{}", argv[2]);
+        assert!(argv[2].contains("alive() {"), "{}", argv[2]);
+        let query = query_argv("/run/x", &id);
+        assert!(
+            !query[2].contains("ALIVE") && query[2].contains("alive() {"),
+            "{}",
+            query[2]
+        );
         assert!(argv[2].contains(&format!("tail -n +{}", KEPT_RECORDS + 1)));
         assert!(argv[2].contains(&DUPLICATE_EXIT_CODE.to_string()) && argv[2].contains(DUPLICATE_MARKER));
     }
