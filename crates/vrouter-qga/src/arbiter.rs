@@ -170,7 +170,11 @@ const ALIVE: &str = r#"alive() {
 /// runner or its interpreter lives; they end in the opposite order (the
 /// interpreter, then the runner once the exit is recorded, then the
 /// wrapper), so checking them in this order and the exit record again
-/// last never calls a finished apply vanished.
+/// last never calls a finished apply vanished. The runner's pid is written
+/// by the runner itself, first thing: a wrapper killed in the instant
+/// between forking it and that write lets this say vanished while the
+/// runner goes on (holding the lock, so nothing overlaps it, and recording
+/// its result for a later query).
 const QUERY: &str = r#"set -u
 PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH
 umask 077
