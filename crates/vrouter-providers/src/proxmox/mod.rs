@@ -462,17 +462,7 @@ impl GuestAgent for ProxmoxProvider {
         if api::truthy(&data.err_truncated) {
             stderr.push_str("\n[stderr truncated by the guest agent]");
         }
-        let (exit_code, error) = match (data.exitcode, data.signal) {
-            (Some(code), _) => (code, None),
-            (None, Some(signal)) => (
-                128 + signal,
-                Some(format!("apply script was terminated by signal {signal}")),
-            ),
-            (None, None) => (
-                -1,
-                Some("the guest agent reported an exit without a code or signal".to_string()),
-            ),
-        };
+        let (exit_code, error) = exit_of(data.exitcode, data.signal);
         Ok(ExecStatus::Exited(ExecOutcome {
             exit_code,
             stdout,
@@ -569,5 +559,43 @@ impl AgentProvider for ProxmoxProvider {
     async fn vm_running_polled(&self) -> Result<bool, ProviderError> {
         let vms = self.vms.get(|| list_vms(&self.client, &self.token)).await?;
         Ok(state_of(&vms, self.vmid).is_running())
+    }
+}
+
+/// The exit code of a finished process as the agent reported it, and an
+/// error when it was not a plain exit. The numbers are the guest's: a
+/// signal number is added to 128 without overflowing.
+fn exit_of(exitcode: Option<i64>, signal: Option<i64>) -> (i64, Option<String>) {
+    match (exitcode, signal) {
+        (Some(code), _) => (code, None),
+        (None, Some(signal)) => (
+            signal.saturating_add(128),
+            Some(format!("apply script was terminated by signal {signal}")),
+        ),
+        (None, None) => (
+            -1,
+            Some("the guest agent reported an exit without a code or signal".to_string()),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit_of;
+
+    #[test]
+    fn exits_of_any_reported_numbers() {
+        let cases: [(Option<i64>, Option<i64>, i64, bool); 6] = [
+            (Some(0), None, 0, false),
+            (Some(3), Some(9), 3, false),
+            (None, Some(9), 137, true),
+            (None, Some(i64::MAX), i64::MAX, true),
+            (None, Some(i64::MIN), i64::MIN + 128, true),
+            (None, None, -1, true),
+        ];
+        for (code, signal, want, errs) in cases {
+            let (got, error) = exit_of(code, signal);
+            assert_eq!((got, error.is_some()), (want, errs), "{code:?} {signal:?}");
+        }
     }
 }
