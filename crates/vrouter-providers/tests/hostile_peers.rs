@@ -129,3 +129,98 @@ async fn hostile_uptimes_through_kubevirt_are_refused_in_bounded_length() {
     let api = kubevirt_api(&agent).await;
     uptimes_are_refused_not_panicked_on("kubevirt", &agent, &kubevirt_provider(&api)).await;
 }
+
+const CONFIG_BOOT: &str = "/config/config.boot";
+
+/// A `guest-file-read` reply line carrying `data` at once, as valid as a
+/// real one: the count matches and the file ends there.
+fn read_reply(data: &[u8]) -> Vec<u8> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(data);
+    format!(
+        r#"{{"return": {{"count": {}, "buf-b64": "{b64}", "eof": true}}}}"#,
+        data.len()
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn virsh_output_past_its_cap_is_refused_not_held() {
+    // libvirt never prints an agent reply over 10 MiB; the in-test virsh
+    // does, so this is what a broken or hostile launcher would send.
+    let agent = HostileAgent::start();
+    let api = kubevirt_api(&agent).await;
+    let provider = kubevirt_provider(&api);
+    agent.set_file(CONFIG_BOOT, FileAnswer::RawReply(read_reply(&vec![b'x'; 13 << 20])));
+    let error = provider
+        .read_startup_config()
+        .await
+        .expect_err("a 17 MiB virsh answer was taken")
+        .to_string();
+    let cap = vrouter_providers::kubevirt::virsh::MAX_VIRSH_STDOUT_BYTES;
+    assert!(error.contains(&format!("more than {cap} bytes on stdout")), "{error}");
+
+    // Under the cap, the same kind of answer is read.
+    agent.set_file(CONFIG_BOOT, FileAnswer::RawReply(read_reply(b"system {\n}\n")));
+    assert_eq!(provider.read_startup_config().await.unwrap(), b"system {\n}\n");
+}
+
+#[tokio::test]
+async fn a_file_dripping_one_byte_per_read_ends_at_the_read_deadline() {
+    let agent = HostileAgent::start();
+    let api = kubevirt_api(&agent).await;
+    let provider = KubeVirtProvider::new(
+        api.client(),
+        "vyos-a",
+        "routers",
+        GuestPaths::default(),
+        timing(),
+        KubeVirtOptions {
+            read_deadline: Duration::from_secs(2),
+            ..KubeVirtOptions::default()
+        },
+    )
+    .unwrap();
+    // Each read is answered well within the call timeout, one byte at a
+    // time: 400 bytes would take over 40 s.
+    agent.set_file(
+        CONFIG_BOOT,
+        FileAnswer::Drip {
+            content: vec![b'a'; 400],
+            every: Duration::from_millis(100),
+        },
+    );
+    let error = provider
+        .read_startup_config()
+        .await
+        .expect_err("the drip was read to its end")
+        .to_string();
+    assert!(error.contains("refusing a file that arrives this slowly"), "{error}");
+    assert!(error.contains(CONFIG_BOOT), "{error}");
+    assert!(agent.reads() < 400, "{} reads", agent.reads());
+}
+
+#[tokio::test]
+async fn a_proxmox_answer_past_its_cap_is_refused_and_one_within_it_is_read() {
+    let agent = HostileAgent::start();
+    let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
+    pve.add_vm(VMID, "pve1", agent.socket_path());
+    let provider = proxmox_provider(&pve);
+    // Proxmox sends each control byte as six characters (`\u0001`): 6 MiB
+    // of them is a 36 MiB answer.
+    agent.set_file(CONFIG_BOOT, FileAnswer::Content(vec![1u8; 6 << 20]));
+    let error = provider
+        .read_startup_config()
+        .await
+        .expect_err("a 36 MiB answer was read")
+        .to_string();
+    assert!(
+        error.contains("the response body is larger than 35651584 bytes"),
+        "{error}"
+    );
+    // Every byte above 0x7F is two bytes of UTF-8 in the answer: 4 MiB of
+    // them is 8 MiB, read back exactly.
+    let high: Vec<u8> = (0..4 << 20).map(|i| 0x80 | (i % 128) as u8).collect();
+    agent.set_file(CONFIG_BOOT, FileAnswer::Content(high.clone()));
+    assert!(provider.read_startup_config().await.unwrap() == high);
+}
