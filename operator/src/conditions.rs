@@ -32,8 +32,11 @@ pub struct Wanted<'a> {
 }
 
 /// Puts `wanted` into `conditions`. Returns whether anything changed, so the
-/// caller can skip a status write that would change nothing.
-pub fn set(conditions: &mut Vec<Condition>, wanted: Wanted<'_>, now: Timestamp) -> bool {
+/// caller can skip a status write that would change nothing. The message is
+/// bounded here ([`vrouter_api::text::message`]): messages quote what
+/// guests and APIs answered, and every condition is set through this.
+pub fn set(conditions: &mut Vec<Condition>, mut wanted: Wanted<'_>, now: Timestamp) -> bool {
+    vrouter_api::text::bound(&mut wanted.message, vrouter_api::text::MAX_MESSAGE_BYTES);
     let status = if wanted.status { "True" } else { "False" };
     let position = conditions.iter().position(|c| c.type_ == wanted.type_);
     if let Some(existing) = position.map(|i| &mut conditions[i]) {
@@ -312,6 +315,27 @@ mod tests {
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].status, "True");
         assert_eq!(conditions[0].last_transition_time, Time(at(10)));
+    }
+
+    #[test]
+    fn a_message_quoting_a_peer_is_bounded_and_setting_it_again_is_no_change() {
+        let mut conditions = Vec::new();
+        let huge = || Wanted {
+            message: format!("apply script exited with code 1: {}", "é".repeat(100_000)),
+            ..applied(false, "ConfigFailed")
+        };
+        assert!(set(&mut conditions, huge(), at(10)));
+        let message = &conditions[0].message;
+        assert!(
+            message.len() <= vrouter_api::text::MAX_MESSAGE_BYTES,
+            "{}",
+            message.len()
+        );
+        assert!(message.starts_with("apply script exited with code 1: éé"), "{message}");
+        assert!(message.ends_with(vrouter_api::text::CUT_MARKER), "{message}");
+        // The stored (cut) message equals the next cut of the same text: no
+        // status write for a message that did not change.
+        assert!(!set(&mut conditions, huge(), at(20)));
     }
 
     #[test]

@@ -181,11 +181,14 @@ impl Context {
     }
 
     /// Records a Kubernetes Event on `object`. Failing to record is logged,
-    /// never fatal: events are for people, not for control flow.
-    pub async fn event<K>(&self, object: &K, type_: EventType, reason: &str, note: String)
+    /// never fatal: events are for people, not for control flow. The note is
+    /// bounded ([`vrouter_api::text::message`]; the API server refuses a
+    /// note over 1 KiB, and notes quote what routers answered).
+    pub async fn event<K>(&self, object: &K, type_: EventType, reason: &str, mut note: String)
     where
         K: Resource<DynamicType = ()>,
     {
+        vrouter_api::text::bound(&mut note, vrouter_api::text::MAX_MESSAGE_BYTES);
         let event = Event {
             type_,
             reason: reason.to_owned(),

@@ -78,6 +78,8 @@ pub struct Metrics {
     registry: Arc<Registry>,
     pub reconciles: Family<ControllerLabels, Counter>,
     pub reconcile_errors: Family<ControllerLabels, Counter>,
+    /// Reconciles that panicked (caught; each is also an error).
+    pub reconcile_panics: Family<ControllerLabels, Counter>,
     pub reconcile_duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     /// Applies that ended, by result: applied, failed, timeout, lost.
     pub applies: Family<ResultLabels, Counter>,
@@ -103,6 +105,7 @@ impl Metrics {
         let mut registry = Registry::with_prefix("vrouter");
         let reconciles = Family::<ControllerLabels, Counter>::default();
         let reconcile_errors = Family::<ControllerLabels, Counter>::default();
+        let reconcile_panics = Family::<ControllerLabels, Counter>::default();
         let reconcile_duration =
             Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(duration_histogram);
         let applies = Family::<ResultLabels, Counter>::default();
@@ -116,6 +119,11 @@ impl Metrics {
             "reconcile_errors",
             "Reconciles that returned an error, by controller",
             reconcile_errors.clone(),
+        );
+        registry.register(
+            "reconcile_panics",
+            "Reconciles that panicked, by controller: a bug met on one object, caught so the others go on",
+            reconcile_panics.clone(),
         );
         registry.register(
             "reconcile_duration_seconds",
@@ -152,6 +160,7 @@ impl Metrics {
             registry: Arc::new(registry),
             reconciles,
             reconcile_errors,
+            reconcile_panics,
             reconcile_duration,
             applies,
             rollouts,
@@ -180,6 +189,13 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts a reconcile of `controller` that panicked.
+    pub fn reconcile_panicked(&self, controller: &'static str) {
+        self.reconcile_panics
+            .get_or_create(&ControllerLabels { controller })
+            .inc();
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -197,6 +213,7 @@ mod tests {
         let m = Metrics::new();
         drop(m.count_and_measure("vrouterconfig"));
         m.reconcile_failed("vrouterconfig");
+        m.reconcile_panicked("vrouterconfig");
         m.applies.get_or_create(&ResultLabels { result: "applied" }).inc();
         let text = m.encode();
         assert!(
@@ -205,6 +222,10 @@ mod tests {
         );
         assert!(
             text.contains("vrouter_reconcile_errors_total{controller=\"vrouterconfig\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vrouter_reconcile_panics_total{controller=\"vrouterconfig\"} 1"),
             "{text}"
         );
         assert!(text.contains("vrouter_applies_total{result=\"applied\"} 1"), "{text}");

@@ -423,3 +423,55 @@ async fn check_guest_uptime_false_leaves_a_guest_reboot_unnoticed() {
     }
     assert_eq!(sets(&site), 1, "no re-apply");
 }
+
+#[tokio::test]
+async fn a_guest_answering_an_impossible_uptime_is_named_in_synced_and_the_others_go_on() {
+    use vrouter_test_peers::hostile_agent::{FileAnswer, HostileAgent};
+    // r1's guest is a real qemu-ga; "evil"'s agent is a stand-in that
+    // answers `/proc/uptime` with numbers no real kernel writes, on the
+    // real channel (the in-test Proxmox API reaches it as qemu-server does).
+    let site = site("pxc-hostile-uptime", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    let evil = HostileAgent::start();
+    evil.set_file("/proc/uptime", FileAnswer::Content(b"1e20 0\n".to_vec()));
+    site.pve.add_vm(200, "pve1", evil.socket_path());
+    create::<VRouterTarget>(
+        ns,
+        json!({"metadata": {"name": "evil"}, "spec": {
+            "provider": {"type": "proxmox", "proxmox": {"vmid": 200, "clusterRef": {"name": "pve"}}},
+            "params": {"hostName": "evil"},
+        }}),
+    )
+    .await;
+    let message = |pve: &ProxmoxCluster| synced(pve).map(|(_, _, m)| m).unwrap_or_default();
+    let first = wait_for("Synced to name evil's uptime", Duration::from_secs(60), || async {
+        let pve = cluster(ns).await;
+        message(&pve).contains("evil").then_some(pve)
+    })
+    .await;
+    let (status, reason, text) = synced(&first).unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "SyncSucceeded"), "{text}");
+    assert!(
+        text.contains("/proc/uptime reads \"1e20 0\\n\", not a number of seconds"),
+        "{text}"
+    );
+    assert!(evil.reads() >= 1, "the stand-in was asked");
+
+    // The operator still manages the other router: its migration is seen.
+    site.pve.move_vm(100, "pve2");
+    next_sync(ns).await;
+    assert_eq!(node_of(ns, "r1").await.as_deref(), Some("pve2"));
+
+    // A megabyte of answer leaves a message of bounded length.
+    evil.set_file("/proc/uptime", FileAnswer::Content(vec![b'9'; 1 << 20]));
+    // The second sync started after the answer changed.
+    next_sync(ns).await;
+    next_sync(ns).await;
+    let text = message(&cluster(ns).await);
+    assert!(text.contains("(1048576 bytes)"), "{text}");
+    assert!(
+        text.len() <= vrouter_api::text::MAX_MESSAGE_BYTES,
+        "{} bytes",
+        text.len()
+    );
+}

@@ -13,6 +13,7 @@ pub mod refs;
 pub mod status;
 pub mod target;
 pub mod template;
+pub mod text;
 pub mod validate;
 pub mod vm_access;
 

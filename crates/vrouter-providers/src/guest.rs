@@ -320,10 +320,12 @@ pub fn parse_substate(stdout: &str) -> String {
 }
 
 /// The uptime in `/proc/uptime` (`"12345.67 4567.89"`: seconds since boot,
-/// then idle seconds).
+/// then idle seconds). `None` for anything else, including numbers no
+/// [`Duration`] holds (negative, NaN, infinite, beyond `u64::MAX` seconds):
+/// the guest chooses these bytes, so no value of them may panic.
 pub fn parse_proc_uptime(text: &str) -> Option<Duration> {
     let seconds: f64 = text.split_whitespace().next()?.parse().ok()?;
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+    Duration::try_from_secs_f64(seconds).ok()
 }
 
 /// The router's startup configuration.
@@ -342,14 +344,20 @@ pub(crate) async fn read_running_config(
 
 /// The guest's own uptime, from its uptime file.
 pub(crate) async fn guest_uptime(agent: &dyn GuestAgent, paths: &GuestPaths) -> Result<Duration, ProviderError> {
-    let text = agent.read_file(&paths.uptime).await?;
-    let text = String::from_utf8_lossy(&text);
-    parse_proc_uptime(&text).ok_or_else(|| {
-        ProviderError::protocol(
-            "guest agent",
-            format!("{} reads {text:?}, not a number of seconds", paths.uptime),
-        )
-    })
+    let bytes = agent.read_file(&paths.uptime).await?;
+    std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(parse_proc_uptime)
+        .ok_or_else(|| {
+            ProviderError::protocol(
+                "guest agent",
+                format!(
+                    "{} reads {}, not a number of seconds since boot",
+                    paths.uptime,
+                    vrouter_api::text::quote(&bytes)
+                ),
+            )
+        })
 }
 
 /// The router flavor of an os-release id.
@@ -720,8 +728,36 @@ mod tests {
         );
         assert_eq!(parse_proc_uptime("12 3"), Some(Duration::from_secs(12)));
         assert_eq!(parse_proc_uptime("12.50 40.00\n"), Some(Duration::from_millis(12_500)));
-        for bad in ["", "abc 1", "-1 2", "NaN 1"] {
+        assert_eq!(parse_proc_uptime("0 0"), Some(Duration::ZERO));
+        // Each of these is a number `f64` parses but no `Duration` holds.
+        for bad in [
+            "",
+            "abc 1",
+            "-1 2",
+            "NaN 1",
+            "inf 0",
+            "-inf 0",
+            "1e20 0",
+            "18446744073709551616 0",
+            "1e308",
+        ] {
             assert_eq!(parse_proc_uptime(bad), None, "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever text a guest answers, the parse returns and agrees with
+        /// the first word's value.
+        #[test]
+        fn any_uptime_text_parses_without_panicking(text in "\\PC{0,40}|[-+0-9.eE naNinf]{0,40}") {
+            let parsed = parse_proc_uptime(&text);
+            let first: Option<f64> = text.split_whitespace().next().and_then(|w| w.parse().ok());
+            match (parsed, first) {
+                (Some(d), Some(v)) => proptest::prop_assert!((d.as_secs_f64() - v).abs() <= v.abs() * 1e-9 + 1e-9),
+                (Some(d), None) => proptest::prop_assert!(false, "{d:?} from {text:?}"),
+                (None, Some(v)) => proptest::prop_assert!(!(v.is_finite() && (0.0..1.8e19).contains(&v)), "{v} refused"),
+                (None, None) => {}
+            }
         }
     }
 

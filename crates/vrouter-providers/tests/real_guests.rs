@@ -104,6 +104,7 @@ async fn kubevirt_rig(guest: &KubeVirtGuest, default_uri: Option<&str>) -> Rig<V
         KubeVirtOptions {
             call_timeout: Duration::from_secs(60),
             api_timeout: Duration::from_secs(30),
+            ..KubeVirtOptions::default()
         },
     )
     .unwrap();

@@ -66,6 +66,13 @@ pub const READ_CHUNK_BYTES: usize = 1024 * 1024;
 /// endpoint, so every provider agrees on the largest readable file.
 pub const MAX_READ_FILE_BYTES: usize = 16 * 1024 * 1024;
 
+/// The longest [`crate::Agent::read_file`] may take as a whole (60 s).
+///
+/// Each call has its transport's timeout, but an agent answering every read
+/// with one byte, just in time, would keep a 16 MiB read going for weeks.
+/// The largest readable file takes 16 reads of 1 MiB, each a second or two
+/// even over a pod exec, far inside this.
+pub const READ_FILE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 /// The largest message the agent parses (64 MiB).
 ///
 /// QEMU's JSON streamer stops at `MAX_TOKEN_SIZE` = 64 MiB of tokens per

@@ -81,6 +81,16 @@ pub enum QgaError {
     },
     #[error("reading {path}: the file is larger than the {limit}-byte limit")]
     FileTooLarge { path: String, limit: usize },
+    /// The agent answered each read in time, but the whole file did not
+    /// arrive within the read's deadline.
+    #[error(
+        "reading {path}: the guest agent sent {read} bytes in {deadline:?}, the most one read may take; refusing a file that arrives this slowly"
+    )]
+    ReadTooSlow {
+        path: String,
+        deadline: Duration,
+        read: usize,
+    },
     /// The process is still running in the guest; its pid stays valid.
     #[error("pid {pid} was still running after {waited:?}")]
     ExecTimeout { pid: Pid, waited: Duration },

@@ -113,7 +113,8 @@ impl ExitStatus {
     pub fn shell_code(self) -> i64 {
         match self {
             ExitStatus::Code(code) => code,
-            ExitStatus::Signal(signal) => 128 + signal,
+            // The agent chose the number: saturate rather than overflow.
+            ExitStatus::Signal(signal) => signal.saturating_add(128),
         }
     }
 }
@@ -295,6 +296,8 @@ mod tests {
     fn shell_code_follows_the_shell_convention() {
         assert_eq!(ExitStatus::Code(3).shell_code(), 3);
         assert_eq!(ExitStatus::Signal(9).shell_code(), 137);
+        assert_eq!(ExitStatus::Signal(i64::MAX).shell_code(), i64::MAX);
+        assert_eq!(ExitStatus::Signal(i64::MIN).shell_code(), i64::MIN + 128);
     }
 
     #[test]

@@ -3,8 +3,11 @@
 
 use crate::agent::Agent;
 use crate::command::OpenMode;
+use std::time::Duration;
+
 use crate::constants::{
-    AGENT_MAX_MESSAGE_BYTES, AGENT_MAX_READ_COUNT, MAX_READ_FILE_BYTES, READ_CHUNK_BYTES, WRITE_CHUNK_BYTES,
+    AGENT_MAX_MESSAGE_BYTES, AGENT_MAX_READ_COUNT, MAX_READ_FILE_BYTES, READ_CHUNK_BYTES, READ_FILE_DEADLINE,
+    WRITE_CHUNK_BYTES,
 };
 use crate::error::QgaError;
 use crate::transport::Transport;
@@ -23,6 +26,8 @@ pub struct FileLimits {
     pub read_chunk: usize,
     /// A file longer than this is refused by [`Agent::read_file`].
     pub max_read_file: usize,
+    /// The longest [`Agent::read_file`] may take, all its calls together.
+    pub read_deadline: Duration,
 }
 
 impl Default for FileLimits {
@@ -31,6 +36,7 @@ impl Default for FileLimits {
             write_chunk: WRITE_CHUNK_BYTES,
             read_chunk: READ_CHUNK_BYTES,
             max_read_file: MAX_READ_FILE_BYTES,
+            read_deadline: READ_FILE_DEADLINE,
         }
     }
 }
@@ -53,6 +59,9 @@ impl FileLimits {
                 "read_chunk is {}, must be 1..={AGENT_MAX_READ_COUNT} (the agent's guest-file-read maximum)",
                 self.read_chunk
             )));
+        }
+        if self.read_deadline.is_zero() {
+            return Err(QgaError::InvalidArgument("read_deadline must be more than zero".into()));
         }
         Ok(())
     }
@@ -89,33 +98,55 @@ impl<T: Transport> Agent<T> {
     }
 
     /// Reads `path` to its end in chunks of [`FileLimits::read_chunk`],
-    /// refusing files longer than [`FileLimits::max_read_file`].
+    /// refusing files longer than [`FileLimits::max_read_file`] and reads
+    /// that take longer than [`FileLimits::read_deadline`] in all.
     pub async fn read_file(&self, path: &str) -> Result<Vec<u8>, QgaError> {
         let handle = self.file_open(path, OpenMode::Read).await?;
-        let read = async {
-            let mut contents = Vec::new();
-            loop {
-                let want = next_read_size(contents.len(), self.limits.read_chunk, self.limits.max_read_file);
-                let chunk = self.file_read(handle, want).await?;
-                contents.extend_from_slice(&chunk.data);
-                if contents.len() > self.limits.max_read_file {
-                    return Err(QgaError::FileTooLarge {
-                        path: path.to_owned(),
-                        limit: self.limits.max_read_file,
-                    });
-                }
-                // An empty read also ends the loop: a file that never
-                // reports EOF (a drained FIFO) must not spin forever.
-                if chunk.eof || chunk.data.is_empty() {
-                    return Ok(contents);
-                }
+        // Shared with the loop, so a read cut by the deadline can say how
+        // far it got.
+        let contents = std::sync::Mutex::new(Vec::new());
+        let read = tokio::time::timeout(self.limits.read_deadline, self.read_chunks(handle, path, &contents)).await;
+        let closed = self.file_close(handle).await;
+        let contents = contents.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match read {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(QgaError::ReadTooSlow {
+                    path: path.to_owned(),
+                    deadline: self.limits.read_deadline,
+                    read: contents.len(),
+                });
             }
         }
-        .await;
-        let closed = self.file_close(handle).await;
-        let contents = read?;
         closed?;
         Ok(contents)
+    }
+
+    /// The reads of [`Agent::read_file`], appending to `contents`.
+    async fn read_chunks(
+        &self,
+        handle: crate::FileHandle,
+        path: &str,
+        contents: &std::sync::Mutex<Vec<u8>>,
+    ) -> Result<(), QgaError> {
+        loop {
+            let so_far = contents.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len();
+            let want = next_read_size(so_far, self.limits.read_chunk, self.limits.max_read_file);
+            let chunk = self.file_read(handle, want).await?;
+            let mut contents = contents.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            contents.extend_from_slice(&chunk.data);
+            if contents.len() > self.limits.max_read_file {
+                return Err(QgaError::FileTooLarge {
+                    path: path.to_owned(),
+                    limit: self.limits.max_read_file,
+                });
+            }
+            // An empty read also ends the loop: a file that never
+            // reports EOF (a drained FIFO) must not spin forever.
+            if chunk.eof || chunk.data.is_empty() {
+                return Ok(());
+            }
+        }
     }
 }
 
@@ -159,6 +190,13 @@ mod tests {
                     ..FileLimits::default()
                 },
                 "guest-file-read maximum",
+            ),
+            (
+                FileLimits {
+                    read_deadline: Duration::ZERO,
+                    ..FileLimits::default()
+                },
+                "read_deadline must be more than zero",
             ),
         ];
         for (limits, expected) in cases {

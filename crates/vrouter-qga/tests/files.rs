@@ -45,6 +45,7 @@ async fn chunk_boundaries_round_trip_with_small_chunks() {
         write_chunk: 1000,
         read_chunk: 1000,
         max_read_file: 1 << 20,
+        ..FileLimits::default()
     };
     let agent = process.agent().with_limits(limits).unwrap();
     for len in [0, 1, 999, 1000, 1001, 2000, 4097] {
@@ -81,6 +82,7 @@ async fn a_file_over_the_read_bound_is_refused_and_its_handle_closed() {
         write_chunk: 1000,
         read_chunk: 1000,
         max_read_file: 2500,
+        ..FileLimits::default()
     };
     let agent = process.agent().with_limits(limits).unwrap();
     match agent.read_file(&path).await {

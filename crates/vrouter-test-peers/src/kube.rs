@@ -692,12 +692,16 @@ async fn send_exec_result<W>(mut ws: W, stdout: &[u8], stderr: &[u8], code: i32)
 where
     W: futures::Sink<Message> + Unpin,
 {
+    // The kubelet streams output as it comes, in frames far below a
+    // websocket client's frame limit (16 MiB in tungstenite): one frame per
+    // 1 MiB keeps a long output deliverable as it would be.
+    const FRAME: usize = 1024 * 1024;
     let mut frames = Vec::new();
-    if !stdout.is_empty() {
-        frames.push([&[1u8][..], stdout].concat());
+    for chunk in stdout.chunks(FRAME) {
+        frames.push([&[1u8][..], chunk].concat());
     }
-    if !stderr.is_empty() {
-        frames.push([&[2u8][..], stderr].concat());
+    for chunk in stderr.chunks(FRAME) {
+        frames.push([&[2u8][..], chunk].concat());
     }
     let status = if code == 0 {
         json!({"metadata": {}, "status": "Success"})

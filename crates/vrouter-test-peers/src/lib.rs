@@ -19,6 +19,7 @@
 
 pub mod daemon;
 pub mod guest;
+pub mod hostile_agent;
 mod http_util;
 pub mod instant_guest;
 pub mod kube;

@@ -90,8 +90,12 @@ async fn exchange_once(
             .map_err(|e| format!("write failed - {e}"))?;
         let mut input = Vec::new();
         let mut chunk = vec![0u8; 64 * 1024];
+        // A pair is only complete after a newline: scanning the input (a
+        // reply of megabytes arrives in many chunks) only then keeps a
+        // large read from timing out in the scan itself.
+        let mut newline = false;
         loop {
-            while let Some((sync, reply, rest)) = delimited_pair(&input) {
+            while let Some((sync, reply, rest)) = newline.then(|| delimited_pair(&input)).flatten() {
                 let sync: Value = serde_json::from_slice(&sync).map_err(|e| e.to_string())?;
                 let echoed = sync
                     .get("return")
@@ -112,6 +116,7 @@ async fn exchange_once(
                 return Err("client closed connection".into());
             }
             input.extend_from_slice(&chunk[..n]);
+            newline = chunk[..n].contains(&b'\n');
         }
     };
     let result = match tokio::time::timeout(timeout, exchange).await {

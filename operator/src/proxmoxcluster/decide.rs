@@ -65,6 +65,26 @@ pub fn detect_reboot(
     }
 }
 
+/// The Synced condition's message after a sync: how many targets it
+/// synced and, when guest uptimes could not be read (`unread`: target and
+/// why, the why a guest's words), which — the first by name with its
+/// reason. Bounded in length whatever the guests answered.
+pub fn synced_message(targets: usize, unread: &[(String, String)]) -> String {
+    let synced = format!("{targets} target(s) synced");
+    let Some((first, why)) = unread.first() else {
+        return synced;
+    };
+    let others = match unread.len() - 1 {
+        0 => String::new(),
+        n => format!(" and {n} other(s)"),
+    };
+    let why = vrouter_api::text::cut(why, vrouter_api::text::MAX_MESSAGE_BYTES / 2);
+    let text = format!(
+        "{synced}; guest uptime not read for {first}{others} ({why}), so a reboot inside those guests goes unseen"
+    );
+    vrouter_api::text::message(&text).into_owned()
+}
+
 /// Whether `target` is synced by the ProxmoxCluster `cluster` in
 /// `namespace`: only a same-namespace reference counts (spec §6.2 rejects
 /// others; one created before that rule is never followed across).
@@ -100,6 +120,36 @@ mod tests {
             "spec": {"provider": {"type": "proxmox", "proxmox": {"vmid": 100, "clusterRef": cluster_ref}}},
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn synced_messages_name_the_first_unread_uptime_in_bounded_length() {
+        let unread = |n: usize, why: &str| -> Vec<(String, String)> {
+            (0..n).map(|i| (format!("r{i}"), why.to_string())).collect()
+        };
+        let cases = [
+            (3, unread(0, ""), "3 target(s) synced"),
+            (
+                3,
+                unread(1, "bad"),
+                "3 target(s) synced; guest uptime not read for r0 (bad), so a reboot inside those guests goes unseen",
+            ),
+            (
+                3,
+                unread(2, "bad"),
+                "3 target(s) synced; guest uptime not read for r0 and 1 other(s) (bad), so a reboot inside those guests goes unseen",
+            ),
+        ];
+        for (targets, unread, want) in cases {
+            assert_eq!(synced_message(targets, &unread), want);
+        }
+        let huge = synced_message(1, &unread(1, &"é".repeat(100_000)));
+        assert!(huge.len() <= vrouter_api::text::MAX_MESSAGE_BYTES, "{}", huge.len());
+        assert!(huge.contains(vrouter_api::text::CUT_MARKER), "{huge}");
+        assert!(
+            huge.ends_with("goes unseen"),
+            "the reason's cut keeps the sentence's end: {huge}"
+        );
     }
 
     #[test]

@@ -115,23 +115,20 @@ async fn reconcile(cluster: &ProxmoxCluster, ctx: &ClusterContext) -> Result<Act
     }
 
     let outcome = match read_cluster(cluster, ctx).await {
-        Ok(vms) => {
-            sync_targets(cluster, ctx, &targets, vms, interval).await?;
-            Ok(())
-        }
+        Ok(vms) => Ok(sync_targets(cluster, ctx, &targets, vms, interval).await?),
         Err(failure) => Err(failure),
     };
 
     let now = Timestamp::now();
     let mut next = current.clone();
     let wanted = match &outcome {
-        Ok(()) => {
+        Ok(unread) => {
             next.last_sync_time = Some(Time(now));
             Wanted {
                 type_: condition::SYNCED,
                 status: true,
                 reason: reason::SYNC_SUCCEEDED,
-                message: format!("{} target(s) synced", targets.len()),
+                message: decide::synced_message(targets.len(), unread),
                 observed_generation: cluster.metadata.generation,
             }
         }
@@ -193,14 +190,15 @@ async fn read_cluster(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Vec<VmR
 /// `checkGuestUptime` each is a guest agent round trip (up to
 /// [`GUEST_UPTIME_TIMEOUT`]), and one after another a restart over 1,000
 /// targets spent most of its first minutes here. The first failed write
-/// ends the sweep (the reconcile is retried).
+/// ends the sweep (the reconcile is retried). Returns the guest uptimes
+/// that could not be read, by target, sorted.
 async fn sync_targets(
     cluster: &ProxmoxCluster,
     ctx: &Context,
     targets: &[Arc<VRouterTarget>],
     vms: Vec<VmResource>,
     interval: Duration,
-) -> Result<(), Error> {
+) -> Result<Vec<(String, String)>, Error> {
     // The uptimes were read just now; the boot time is derived from this.
     let observed_at = Timestamp::now();
     let index = decide::index_by_vmid(vms);
@@ -210,11 +208,18 @@ async fn sync_targets(
         index: &index,
         observed_at,
         interval,
+        unread: std::sync::Mutex::new(Vec::new()),
     };
     bounded(targets, ctx.settings.concurrency.cluster_sweep, |target| {
         sweep.sync_target(target)
     })
-    .await
+    .await?;
+    let mut unread = sweep
+        .unread
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    unread.sort();
+    Ok(unread)
 }
 
 /// `each` over `items`, up to `bound` at once (at least one); the first
@@ -235,6 +240,8 @@ struct Sweep<'a> {
     index: &'a HashMap<i64, VmResource>,
     observed_at: Timestamp,
     interval: Duration,
+    /// (target, why) of each guest uptime that could not be read.
+    unread: std::sync::Mutex<Vec<(String, String)>>,
 }
 
 impl Sweep<'_> {
@@ -260,11 +267,18 @@ impl Sweep<'_> {
         if self.cluster.spec.check_guest_uptime && uptime > 0 {
             let mut fresh = target.clone();
             fresh.status = Some(next.clone());
-            if let Some((guest_uptime, read_at)) = guest_uptime(self.ctx, &fresh).await
-                && let Some(boot) =
-                    decide::detect_reboot(guest_uptime, read_at, self.interval, next.last_reboot_time.as_ref())
-            {
-                next.last_reboot_time = Some(boot);
+            match guest_uptime(self.ctx, &fresh).await {
+                Ok((guest_uptime, read_at)) => {
+                    if let Some(boot) =
+                        decide::detect_reboot(guest_uptime, read_at, self.interval, next.last_reboot_time.as_ref())
+                    {
+                        next.last_reboot_time = Some(boot);
+                    }
+                }
+                Err(why) => {
+                    let mut unread = self.unread.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    unread.push((target.name_any(), why));
+                }
             }
         }
         status_writes::patch_status(&self.ctx.client, target, Some(&current), &next).await?;
@@ -272,25 +286,22 @@ impl Sweep<'_> {
     }
 }
 
-/// The guest's uptime and when it was read back, or `None` (logged) when the
-/// agent could not tell: the Proxmox uptime check still stands.
-async fn guest_uptime(ctx: &Context, target: &VRouterTarget) -> Option<(Duration, Timestamp)> {
+/// The guest's uptime and when it was read back, or why the agent could
+/// not tell (logged, and named in the Synced message): the Proxmox uptime
+/// check still stands.
+async fn guest_uptime(ctx: &Context, target: &VRouterTarget) -> Result<(Duration, Timestamp), String> {
     let name = target.name_any();
     let read = async {
         let provider = ctx.providers.for_target(target).await?;
         provider.guest_uptime().await
     };
-    match tokio::time::timeout(GUEST_UPTIME_TIMEOUT, read).await {
-        Ok(Ok(uptime)) => Some((uptime, Timestamp::now())),
-        Ok(Err(error)) => {
-            tracing::warn!(target = %name, %error, "could not read the guest's uptime");
-            None
-        }
-        Err(_) => {
-            tracing::warn!(target = %name, "reading the guest's uptime took longer than 10 s");
-            None
-        }
-    }
+    let why = match tokio::time::timeout(GUEST_UPTIME_TIMEOUT, read).await {
+        Ok(Ok(uptime)) => return Ok((uptime, Timestamp::now())),
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => format!("no answer within {}s", GUEST_UPTIME_TIMEOUT.as_secs()),
+    };
+    tracing::warn!(target = %name, error = %why, "could not read the guest's uptime");
+    Err(why)
 }
 
 #[cfg(test)]

@@ -179,6 +179,25 @@ mod tests {
     }
 
     #[test]
+    fn a_status_message_quoting_a_router_is_bounded_with_its_conditions() {
+        let config: VRouterConfig = object("VRouterConfig", "net", "c", "{targetRef: {name: r1}}");
+        let status = vrouter_api::VRouterConfigStatus {
+            phase: vrouter_api::Phase::Failed,
+            message: format!("apply script exited with code 1: {}", "\u{1F600}".repeat(50_000)),
+            ..Default::default()
+        };
+        let now = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let status = summarised(status, &config, None, now);
+        let limit = vrouter_api::text::MAX_MESSAGE_BYTES;
+        assert!(status.message.len() <= limit, "{}", status.message.len());
+        assert!(status.message.ends_with(vrouter_api::text::CUT_MARKER));
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert!(ready.message.len() <= limit && ready.message.starts_with("apply script exited with code 1"));
+        // Summarising the stored status again changes nothing: no write.
+        assert_eq!(summarised(status.clone(), &config, None, now), status);
+    }
+
+    #[test]
     fn a_vmi_event_concerns_only_the_configs_of_the_targets_naming_that_vmi() {
         let targets: Vec<VRouterTarget> = vec![
             object("VRouterTarget", "net", "kv-a", "{provider: {kubevirt: {name: vm-a}}}"),

@@ -816,6 +816,9 @@ pub(crate) fn summarised(
     now: Timestamp,
 ) -> VRouterConfigStatus {
     let generation = config.meta().generation.unwrap_or(0);
+    // Every status this controller writes passes here: its message may
+    // quote a router's output.
+    vrouter_api::text::bound(&mut status.message, vrouter_api::text::MAX_MESSAGE_BYTES);
     let summary = conditions::config_summary(&status, generation, target_problem);
     conditions::summarise(&mut status.conditions, summary, Some(generation), now);
     status

@@ -225,6 +225,9 @@ fn summarised(
     drift: Option<Drift<'_>>,
     now: Timestamp,
 ) -> VRouterStatusStatus {
+    // Every status this controller writes passes here: its message may
+    // quote a router's answer.
+    vrouter_api::text::bound(&mut status.message, vrouter_api::text::MAX_MESSAGE_BYTES);
     let summary = conditions::synced_summary(&status.conditions, drift);
     status.observed_generation = vrs.meta().generation;
     conditions::summarise(&mut status.conditions, summary, status.observed_generation, now);

@@ -31,6 +31,9 @@ pub struct KubeVirtOptions {
     /// that accepts the connection and never answers would otherwise hold
     /// the reconcile forever.
     pub api_timeout: Duration,
+    /// Longest one whole file read may take, however promptly the agent
+    /// answers each of its calls (see [`vrouter_qga::constants::READ_FILE_DEADLINE`]).
+    pub read_deadline: Duration,
 }
 
 impl Default for KubeVirtOptions {
@@ -38,6 +41,7 @@ impl Default for KubeVirtOptions {
         KubeVirtOptions {
             call_timeout: Duration::from_secs(30),
             api_timeout: Duration::from_secs(30),
+            read_deadline: vrouter_qga::constants::READ_FILE_DEADLINE,
         }
     }
 }
@@ -174,13 +178,22 @@ impl KubeVirtProvider {
                     }
                 })?;
                 let domain = virsh::domain_name(&self.namespace, &self.vm);
-                Ok::<_, ProviderError>(Agent::new(VirshTransport::new(
+                let limits = vrouter_qga::FileLimits {
+                    read_deadline: self.options.read_deadline,
+                    ..vrouter_qga::FileLimits::default()
+                };
+                Agent::new(VirshTransport::new(
                     self.client.clone(),
                     &self.namespace,
                     pod,
                     domain,
                     self.options.call_timeout,
-                )))
+                ))
+                .with_limits(limits)
+                .map_err(|e| ProviderError::InvalidTarget {
+                    target: self.vmi_name(),
+                    reason: format!("KubeVirt provider options: {e}"),
+                })
             })
             .await
     }

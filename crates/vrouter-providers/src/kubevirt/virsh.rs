@@ -50,6 +50,38 @@ const SHELL_NAME: &str = "vrouter-agent-command";
 /// its NUL): the command becomes `virsh`'s argument, so this bounds it.
 pub const MAX_AGENT_COMMAND_BYTES: usize = 128 * 1024 - 1;
 
+/// The most of `virsh`'s stdout read (16 MiB): libvirt refuses an agent
+/// reply over 10 MiB (`QEMU_AGENT_MAX_RESPONSE`), so a real virsh never
+/// prints more, and anything longer is not an answer to trust or to hold.
+pub const MAX_VIRSH_STDOUT_BYTES: usize = 16 * 1024 * 1024;
+
+/// The most of `virsh`'s stderr read (64 KiB): its messages are one line,
+/// and what is kept of them goes into a status message.
+pub const MAX_VIRSH_STDERR_BYTES: usize = 64 * 1024;
+
+/// Reads `stream` to its end, refusing it as soon as it holds more than
+/// `limit` bytes: only `limit + 1` bytes are ever held.
+async fn read_capped(
+    stream: impl tokio::io::AsyncRead + Unpin,
+    which: &str,
+    limit: usize,
+) -> Result<Vec<u8>, TransportError> {
+    let mut out = Vec::new();
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    stream
+        .take(cap)
+        .read_to_end(&mut out)
+        .await
+        .map_err(TransportError::Io)?;
+    if out.len() > limit {
+        return Err(TransportError::backend(
+            format!("virsh printed more than {limit} bytes on {which}; refusing the rest"),
+            None,
+        ));
+    }
+    Ok(out)
+}
+
 /// libvirt's domain name for a KubeVirt VMI.
 pub fn domain_name(namespace: &str, vmi: &str) -> String {
     format!("{namespace}_{vmi}")
@@ -247,27 +279,25 @@ impl VirshTransport {
         let mut stdin = process
             .stdin()
             .ok_or_else(|| TransportError::backend("the exec stream has no stdin", None))?;
-        let mut stdout = process
+        let stdout = process
             .stdout()
             .ok_or_else(|| TransportError::backend("the exec stream has no stdout", None))?;
-        let mut stderr = process
+        let stderr = process
             .stderr()
             .ok_or_else(|| TransportError::backend("the exec stream has no stderr", None))?;
         // The command goes in while the output is read: kube-rs buffers each
         // stream in a small pipe, so an unread stdout would stall the status.
         // Stdin stays open until the status is in (a v4 stream has no
         // stdin close and would end whole); the shell stops at the newline.
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let (sent, out_read, err_read, status) = tokio::join!(
-            stdin.write_all(&line),
-            stdout.read_to_end(&mut out),
-            stderr.read_to_end(&mut err),
-            status
-        );
+        // Output past its cap ends the exec at once (dropping the process
+        // closes the stream) instead of being read on.
+        let sent_and_status = async { Ok::<_, TransportError>(tokio::join!(stdin.write_all(&line), status)) };
+        let ((sent, status), out, err) = tokio::try_join!(
+            sent_and_status,
+            read_capped(stdout, "stdout", MAX_VIRSH_STDOUT_BYTES),
+            read_capped(stderr, "stderr", MAX_VIRSH_STDERR_BYTES),
+        )?;
         drop(stdin);
-        out_read.map_err(TransportError::Io)?;
-        err_read.map_err(TransportError::Io)?;
         let status = status.ok_or_else(|| {
             TransportError::backend(format!("exec into pod {} ended without an exit status", self.pod), None)
         })?;
@@ -366,6 +396,22 @@ mod tests {
             })
         ));
         assert!(matches!(stdin_line("{\"a\":\n1}"), Err(TransportError::Garbled(_))));
+    }
+
+    #[tokio::test]
+    async fn output_is_read_up_to_its_cap_and_refused_past_it() {
+        let cases: [(usize, usize, bool); 4] = [(0, 4, true), (3, 4, true), (4, 4, true), (5, 4, false)];
+        for (len, limit, fits) in cases {
+            let bytes = vec![b'x'; len];
+            let read = read_capped(&bytes[..], "stdout", limit).await;
+            match read {
+                Ok(out) => assert!(fits && out == bytes, "{len} of {limit}"),
+                Err(e) => assert!(
+                    !fits && e.to_string().contains(&format!("more than {limit} bytes on stdout")),
+                    "{len} of {limit}: {e}"
+                ),
+            }
+        }
     }
 
     #[test]

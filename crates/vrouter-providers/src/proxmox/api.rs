@@ -71,10 +71,12 @@ pub(crate) struct OsInfoData {
     pub result: vrouter_qga::OsInfo,
 }
 
+/// `agent/file-read`. The content borrows from the answer's body when it
+/// holds no JSON escapes (a text file), so it is not copied to be read.
 #[derive(Deserialize)]
-pub(crate) struct FileRead {
-    #[serde(default)]
-    pub content: String,
+pub(crate) struct FileRead<'a> {
+    #[serde(default, borrow)]
+    pub content: std::borrow::Cow<'a, str>,
     #[serde(default)]
     pub truncated: Value,
 }

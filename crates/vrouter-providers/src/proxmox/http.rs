@@ -171,9 +171,15 @@ impl Default for Timeouts {
     }
 }
 
-/// The largest response body read (file-read returns up to 16 MiB, which
-/// JSON escaping can grow).
-const MAX_RESPONSE_BYTES: usize = 128 * 1024 * 1024;
+/// The largest response body read (34 MiB). The largest answer the
+/// provider asks for is an `agent/file-read` of the largest readable file
+/// (16 MiB): Proxmox sends each byte as one character, so a text file
+/// stays 16 MiB and one whose every byte is above 0x7F doubles (two bytes
+/// of UTF-8 each); 2 MiB more hold the envelope. Anything larger (a file
+/// of control bytes, six characters each as `\u00XX`; a peer that never
+/// stops) is refused: at a few reads at once, a bigger bound would take
+/// the operator past its 256 MiB memory limit.
+pub(crate) const MAX_RESPONSE_BYTES: usize = 34 * 1024 * 1024;
 
 /// How long an idle connection is kept for reuse. pveproxy closes a
 /// keep-alive connection after 5 s idle (its handle timeout), after an
@@ -316,7 +322,14 @@ impl Client {
                 .get::<hyper::ext::ReasonPhrase>()
                 .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
                 .unwrap_or_default();
-            let mut body = BytesMut::new();
+            // A declared length past the bound is refused before any of it
+            // is read; one within it is reserved once, so the body is not
+            // copied as it grows.
+            let declared = response.content_length().and_then(|n| usize::try_from(n).ok());
+            if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES) {
+                return Err(Failure::TooLarge);
+            }
+            let mut body = BytesMut::with_capacity(declared.unwrap_or(0));
             while let Some(chunk) = response.chunk().await.map_err(Failure::Body)? {
                 if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
                     return Err(Failure::TooLarge);

@@ -307,6 +307,21 @@ impl ProxmoxProvider {
         body: Option<serde_json::Value>,
         idempotent: bool,
     ) -> Result<Result<T, NotOnNode>, ProviderError> {
+        let answer = match self.request_answer(method.clone(), path, body, idempotent).await? {
+            Ok(answer) => answer,
+            Err(not_on_node) => return Ok(Err(not_on_node)),
+        };
+        Ok(Ok(decode(&answer, &method, path)?))
+    }
+
+    /// A successful answer to `method path`, not yet decoded.
+    async fn request_answer(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+        idempotent: bool,
+    ) -> Result<Result<Answer, NotOnNode>, ProviderError> {
         let body = body.map(|b| b.to_string().into_bytes());
         let answer = self.client.send(method.clone(), path, body, idempotent).await?;
         if !answer.status.is_success() {
@@ -317,13 +332,7 @@ impl ProxmoxProvider {
             }
             return Err(error);
         }
-        let envelope: api::Envelope<T> = serde_json::from_slice(&answer.body).map_err(|e| {
-            ProviderError::protocol(
-                answer.endpoint.clone(),
-                format!("{method} {}: {e}", path.split('?').next().unwrap_or(path)),
-            )
-        })?;
-        Ok(Ok(envelope.data))
+        Ok(Ok(answer))
     }
 
     /// The node hosting the VM, from `/cluster/resources`.
@@ -351,10 +360,8 @@ impl ProxmoxProvider {
         }
     }
 
-    /// A request under `/nodes/{node}/qemu/{vmid}/`. When the VM is not on
-    /// the node asked (it migrated, or `status.proxmoxNode` is stale) the
-    /// node is looked up again and the request repeated once there; a VM on
-    /// no node at all is [`ProviderError::VmNotFound`].
+    /// A request under `/nodes/{node}/qemu/{vmid}/`, decoded as `T`; see
+    /// [`ProxmoxProvider::on_node_answer`].
     async fn on_node<T: DeserializeOwned>(
         &self,
         method: Method,
@@ -362,6 +369,21 @@ impl ProxmoxProvider {
         body: Option<serde_json::Value>,
         idempotent: bool,
     ) -> Result<T, ProviderError> {
+        let answer = self.on_node_answer(method.clone(), suffix, body, idempotent).await?;
+        decode(&answer, &method, suffix)
+    }
+
+    /// A request under `/nodes/{node}/qemu/{vmid}/`. When the VM is not on
+    /// the node asked (it migrated, or `status.proxmoxNode` is stale) the
+    /// node is looked up again and the request repeated once there; a VM on
+    /// no node at all is [`ProviderError::VmNotFound`].
+    async fn on_node_answer(
+        &self,
+        method: Method,
+        suffix: &str,
+        body: Option<serde_json::Value>,
+        idempotent: bool,
+    ) -> Result<Answer, ProviderError> {
         let node = self.node().await?;
         let path = |node: &str| {
             format!(
@@ -371,7 +393,7 @@ impl ProxmoxProvider {
             )
         };
         match self
-            .request(method.clone(), &path(&node), body.clone(), idempotent)
+            .request_answer(method.clone(), &path(&node), body.clone(), idempotent)
             .await?
         {
             Ok(v) => Ok(v),
@@ -384,7 +406,7 @@ impl ProxmoxProvider {
                     });
                 }
                 tracing::info!(vmid = self.vmid, from = %node, to = %fresh, "Proxmox VM moved; retrying on its new node");
-                self.request(method, &path(&fresh), body, idempotent)
+                self.request_answer(method, &path(&fresh), body, idempotent)
                     .await?
                     .map_err(|NotOnNode(_)| ProviderError::VmNotFound {
                         what: format!("{} on node {fresh}", self.vm_name()),
@@ -462,17 +484,7 @@ impl GuestAgent for ProxmoxProvider {
         if api::truthy(&data.err_truncated) {
             stderr.push_str("\n[stderr truncated by the guest agent]");
         }
-        let (exit_code, error) = match (data.exitcode, data.signal) {
-            (Some(code), _) => (code, None),
-            (None, Some(signal)) => (
-                128 + signal,
-                Some(format!("apply script was terminated by signal {signal}")),
-            ),
-            (None, None) => (
-                -1,
-                Some("the guest agent reported an exit without a code or signal".to_string()),
-            ),
-        };
+        let (exit_code, error) = exit_of(data.exitcode, data.signal);
         Ok(ExecStatus::Exited(ExecOutcome {
             exit_code,
             stdout,
@@ -521,14 +533,11 @@ impl GuestAgent for ProxmoxProvider {
     }
 
     async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
-        let data: api::FileRead = self
-            .on_node(
-                Method::GET,
-                &format!("agent/file-read?file={}", api::encode_query_value(path)),
-                None,
-                true,
-            )
-            .await?;
+        let suffix = format!("agent/file-read?file={}", api::encode_query_value(path));
+        let answer = self.on_node_answer(Method::GET, &suffix, None, true).await?;
+        // Decoded in place: the content is borrowed from the body unless it
+        // holds escapes, so a 16 MiB file is not held a second time as text.
+        let data: api::FileRead<'_> = decode(&answer, &Method::GET, &suffix)?;
         if api::truthy(&data.truncated) {
             return Err(ProviderError::TooLarge {
                 what: path.to_string(),
@@ -570,5 +579,55 @@ impl AgentProvider for ProxmoxProvider {
     async fn vm_running_polled(&self) -> Result<bool, ProviderError> {
         let vms = self.vms.get(|| list_vms(&self.client, &self.token)).await?;
         Ok(state_of(&vms, self.vmid).is_running())
+    }
+}
+
+/// The `data` of `answer`'s envelope, borrowing from its body where `T`
+/// can; a body that does not decode is a protocol error naming the call.
+fn decode<'a, T: serde::Deserialize<'a>>(answer: &'a Answer, method: &Method, path: &str) -> Result<T, ProviderError> {
+    let envelope: api::Envelope<T> = serde_json::from_slice(&answer.body).map_err(|e| {
+        ProviderError::protocol(
+            answer.endpoint.clone(),
+            format!("{method} {}: {e}", path.split('?').next().unwrap_or(path)),
+        )
+    })?;
+    Ok(envelope.data)
+}
+
+/// The exit code of a finished process as the agent reported it, and an
+/// error when it was not a plain exit. The numbers are the guest's: a
+/// signal number is added to 128 without overflowing.
+fn exit_of(exitcode: Option<i64>, signal: Option<i64>) -> (i64, Option<String>) {
+    match (exitcode, signal) {
+        (Some(code), _) => (code, None),
+        (None, Some(signal)) => (
+            signal.saturating_add(128),
+            Some(format!("apply script was terminated by signal {signal}")),
+        ),
+        (None, None) => (
+            -1,
+            Some("the guest agent reported an exit without a code or signal".to_string()),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit_of;
+
+    #[test]
+    fn exits_of_any_reported_numbers() {
+        let cases: [(Option<i64>, Option<i64>, i64, bool); 6] = [
+            (Some(0), None, 0, false),
+            (Some(3), Some(9), 3, false),
+            (None, Some(9), 137, true),
+            (None, Some(i64::MAX), i64::MAX, true),
+            (None, Some(i64::MIN), i64::MIN + 128, true),
+            (None, None, -1, true),
+        ];
+        for (code, signal, want, errs) in cases {
+            let (got, error) = exit_of(code, signal);
+            assert_eq!((got, error.is_some()), (want, errs), "{code:?} {signal:?}");
+        }
     }
 }

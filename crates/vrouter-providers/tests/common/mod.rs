@@ -84,6 +84,7 @@ pub mod kubevirt {
                 KubeVirtOptions {
                     call_timeout: Duration::from_secs(20),
                     api_timeout: Duration::from_secs(20),
+                    ..KubeVirtOptions::default()
                 },
             )
             .unwrap()
