@@ -4,14 +4,13 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use clap::Parser;
 use kube::Client;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
-use vrouter_operator::cli::{Args, Command};
+use vrouter_operator::cli::{self, Args, Command};
 use vrouter_operator::context::{Context, FactoryProviders, Settings};
 use vrouter_operator::health_and_metrics::{self, Readiness};
 use vrouter_operator::leader::{self, Election};
+use vrouter_operator::listen::Listen;
 use vrouter_operator::metrics::Metrics;
 use vrouter_operator::metrics_auth::MetricsAuth;
 use vrouter_operator::tls::ReloadingCert;
@@ -24,7 +23,7 @@ use vrouter_providers::{FactoryContext, KubeLookup};
 use vrouter_render::TemplateEngine;
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args = Args::from_command_line();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.worker_threads.into())
         .enable_all()
@@ -41,25 +40,24 @@ async fn run(args: Args) -> anyhow::Result<()> {
     match &args.command {
         Some(Command::Diff {
             binding: Some(binding), ..
-        }) => std::process::exit(diff_binding(binding).await),
-        Some(Command::Diff { paths, binding: None }) => std::process::exit(diff_with_cluster(paths).await),
+        }) => std::process::exit(diff_binding(binding, args.kubeconfig.as_deref()).await),
+        Some(Command::Diff { paths, binding: None }) => {
+            std::process::exit(diff_with_cluster(paths, args.kubeconfig.as_deref()).await)
+        }
         Some(Command::Render { paths, script, strict }) => std::process::exit(render_offline(paths, *script, *strict)),
         Some(Command::Convert { paths, in_place }) => std::process::exit(convert_manifests(paths, *in_place)),
         None => {}
     }
-    telemetry::init(args.log_format);
-    let client = Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API")?;
+    telemetry::init(&args.logging(std::env::var("RUST_LOG").ok().as_deref()));
+    for note in args.flags_without_effect() {
+        tracing::info!("{note}");
+    }
+    let client = connect(args.kubeconfig.as_deref()).await?;
     let metrics = Metrics::new();
     let health = Readiness::default();
-    let readiness = health.clone();
     let (stop, stopping) = watch::channel(false);
 
-    let health_listener = TcpListener::bind(args.health_probe_addr)
-        .await
-        .with_context(|| format!("binding {}", args.health_probe_addr))?;
-    tokio::spawn(async move { axum::serve(health_listener, health_and_metrics::health_router(readiness)).await });
+    serve_probes(&args, health.clone()).await?;
     serve_metrics(&args, &client, &metrics, &health, stopping.clone()).await?;
 
     if args.enable_webhooks {
@@ -114,6 +112,34 @@ async fn run(args: Args) -> anyhow::Result<()> {
 /// The exit status of a replica that lost the Lease.
 const EXIT_LOST_LEASE: i32 = 3;
 
+/// A client from `--kubeconfig` when given, else as kube finds one
+/// (KUBECONFIG, ~/.kube/config, the pod's ServiceAccount).
+async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
+    let Some(path) = kubeconfig else {
+        return Client::try_default().await.context("connecting to the Kubernetes API");
+    };
+    let file = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading --kubeconfig {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+        .await
+        .with_context(|| format!("loading --kubeconfig {}", path.display()))?;
+    Client::try_from(config).context("connecting to the Kubernetes API")
+}
+
+/// `/healthz` and `/readyz` on `--health-probe-addr`, unless it is `0`.
+async fn serve_probes(args: &Args, readiness: Readiness) -> anyhow::Result<()> {
+    let Some(listener) = bind(args.health_probe_addr, "--health-probe-addr").await? else {
+        tracing::info!("serving no health probes (--health-probe-addr=0)");
+        return Ok(());
+    };
+    tokio::spawn(async move { axum::serve(listener, health_and_metrics::health_router(readiness)).await });
+    Ok(())
+}
+
+async fn bind(listen: Listen, flag: &str) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    listen.bind().await.with_context(|| format!("binding {flag}={listen}"))
+}
+
 /// Serves the admission webhooks over TLS, with the certificate reloaded
 /// from its files as it rotates, until `stopping` turns true.
 async fn serve_webhooks(
@@ -123,20 +149,17 @@ async fn serve_webhooks(
     health: &Readiness,
     stopping: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let cert = ReloadingCert::new(
-        args.webhook_cert_dir.join("tls.crt"),
-        args.webhook_cert_dir.join("tls.key"),
-    )
-    .context("loading the webhook serving certificate")?;
+    let (cert_file, key_file) = args.webhook_cert_files();
+    let cert = ReloadingCert::new(cert_file, key_file).context("loading the webhook serving certificate")?;
     tokio::spawn(cert.clone().watch(std::time::Duration::from_secs(10)));
     let admission = Admission {
         client: client.clone(),
         metrics: metrics.clone(),
         templates: Arc::new(TemplateEngine::new()),
     };
-    let listener = TcpListener::bind(args.webhook_addr)
-        .await
-        .with_context(|| format!("binding {}", args.webhook_addr))?;
+    let listener = bind(args.webhook_addr, "--webhook-addr")
+        .await?
+        .context("the webhook address is never off")?;
     // /readyz fails if this task ever ends: the API server would
     // otherwise keep calling a replica whose webhook is gone.
     let serving = health.listener("webhook");
@@ -158,7 +181,7 @@ async fn campaign(args: &Args, client: &Client) -> anyhow::Result<leader::Candid
         .context("--identity (POD_NAME) is required for leader election")?;
     let election = Election {
         lease_name: args.lease_name.clone(),
-        namespace: args.lease_namespace.clone(),
+        namespace: args.lease_namespace(std::fs::read_to_string(cli::IN_CLUSTER_NAMESPACE_FILE).ok().as_deref()),
         identity,
         timing: args.election_timing()?,
     };
@@ -175,9 +198,10 @@ async fn serve_metrics(
     health: &Readiness,
     stopping: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(args.metrics_addr)
-        .await
-        .with_context(|| format!("binding {}", args.metrics_addr))?;
+    let Some(listener) = bind(args.metrics_addr, "--metrics-addr").await? else {
+        tracing::info!("serving no metrics (--metrics-addr=0)");
+        return Ok(());
+    };
     let serving = health.listener("metrics");
     if !args.metrics_secure {
         tracing::warn!(addr = %args.metrics_addr, "serving /metrics in plain HTTP to anyone (METRICS_SECURE=false)");
@@ -188,10 +212,9 @@ async fn serve_metrics(
         });
         return Ok(());
     }
-    let tls = match &args.metrics_cert_dir {
-        Some(dir) => {
-            let cert = ReloadingCert::new(dir.join("tls.crt"), dir.join("tls.key"))
-                .context("loading the metrics serving certificate")?;
+    let tls = match args.metrics_cert_files() {
+        Some((cert_file, key_file)) => {
+            let cert = ReloadingCert::new(cert_file, key_file).context("loading the metrics serving certificate")?;
             tokio::spawn(cert.clone().watch(std::time::Duration::from_secs(10)));
             cert.server_config()
         }
@@ -280,7 +303,7 @@ fn invoked_as_kubectl_plugin() -> bool {
         .unwrap_or(false)
 }
 
-async fn diff_with_cluster(paths: &[std::path::PathBuf]) -> i32 {
+async fn diff_with_cluster(paths: &[std::path::PathBuf], kubeconfig: Option<&std::path::Path>) -> i32 {
     let objects = match offline_render::load(paths) {
         Ok(objects) => objects,
         Err(message) => {
@@ -300,10 +323,10 @@ async fn diff_with_cluster(paths: &[std::path::PathBuf]) -> i32 {
     for warning in &rendered.warnings {
         eprintln!("warning: {warning}");
     }
-    let live = match Client::try_default().await {
+    let live = match connect(kubeconfig).await {
         Ok(client) => diff::read_live(&client, &rendered.configs).await,
         Err(e) => {
-            eprintln!("error: connecting to the Kubernetes API: {e}");
+            eprintln!("error: {e:#}");
             return diff::EXIT_ERROR;
         }
     };
@@ -326,11 +349,11 @@ async fn diff_with_cluster(paths: &[std::path::PathBuf]) -> i32 {
 
 /// `diff --binding`: the binding in the cluster, rendered now, against what
 /// the cluster and each router hold.
-async fn diff_binding(binding: &str) -> i32 {
-    let client = match Client::try_default().await {
+async fn diff_binding(binding: &str, kubeconfig: Option<&std::path::Path>) -> i32 {
+    let client = match connect(kubeconfig).await {
         Ok(client) => client,
         Err(e) => {
-            eprintln!("error: connecting to the Kubernetes API: {e}");
+            eprintln!("error: {e:#}");
             return diff::EXIT_ERROR;
         }
     };

@@ -1,18 +1,29 @@
 //! Structured logs: human-readable text for a terminal, JSON for a log
-//! pipeline. The level comes from `RUST_LOG` (default `info`).
+//! pipeline. What is logged is a tracing filter ([`crate::cli::Args::logging`]
+//! picks it: --zap-log-level, RUST_LOG, or `info`).
 
 use tracing_subscriber::EnvFilter;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
+    /// Lines for a terminal (zap's `console`).
+    #[value(alias = "console")]
     Text,
     Json,
 }
 
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// How the process logs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Logging {
+    pub format: LogFormat,
+    /// A tracing filter; one that does not parse logs at `info` instead.
+    pub filter: String,
+}
+
+pub fn init(logging: &Logging) {
+    let filter = EnvFilter::try_new(&logging.filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
+    match logging.format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }

@@ -286,7 +286,31 @@ const CORE_TYPES: &[(&str, &[&str])] = &[
         "VirtualMachineInstance",
         &["virtualmachineinstance", "virtualmachineinstances", "vmi", "vmis"],
     ),
+    // The Go operator's kustomize install, which the migration guide hands
+    // over or deletes object by object; operator/tests/migration_go_kustomize.rs
+    // runs those commands of the guide as written.
+    ("ServiceAccount", &["serviceaccount", "serviceaccounts", "sa"]),
+    ("Service", &["service", "services", "svc"]),
+    ("Role", &["role", "roles"]),
+    ("RoleBinding", &["rolebinding", "rolebindings"]),
+    ("ClusterRole", &["clusterrole", "clusterroles"]),
+    ("ClusterRoleBinding", &["clusterrolebinding", "clusterrolebindings"]),
+    (
+        "ValidatingWebhookConfiguration",
+        &["validatingwebhookconfiguration", "validatingwebhookconfigurations"],
+    ),
+    (
+        "MutatingWebhookConfiguration",
+        &["mutatingwebhookconfiguration", "mutatingwebhookconfigurations"],
+    ),
+    ("Certificate", &["certificate", "certificates", "cert"]),
+    ("Issuer", &["issuer", "issuers"]),
 ];
+
+/// The annotations by which Helm takes an object into a release; the guide
+/// sets them on the one object both the Go kustomize install and this chart
+/// name, and the migration test runs that step.
+const HELM_OWNERSHIP: &[&str] = &["meta.helm.sh/release-name", "meta.helm.sh/release-namespace"];
 
 /// Which condition each kind's controller sets, and the source and text that
 /// show it (checked, so this table cannot silently go stale).
@@ -546,7 +570,16 @@ impl Checker {
                     _ => {}
                 }
             } else if flag.starts_with('-') {
-                if !["--all-namespaces", "-A", "--watch", "-w", "--overwrite"].contains(&flag.as_str()) {
+                if ![
+                    "--all-namespaces",
+                    "-A",
+                    "--watch",
+                    "-w",
+                    "--overwrite",
+                    "--ignore-not-found",
+                ]
+                .contains(&flag.as_str())
+                {
                     return Err(format!("unknown kubectl flag {flag}"));
                 }
             } else {
@@ -622,12 +655,18 @@ impl Checker {
                     .map(|(k, _)| k)
                     .or_else(|| annotation.strip_suffix('-'))
                     .ok_or_else(|| format!("annotation {annotation:?} is neither key=value nor key-"))?;
-                let read = match kind.as_str() {
-                    "Namespace" => ANNOTATION_ALLOWED_TARGET_NAMESPACES,
-                    _ => ANNOTATION_PAUSED,
+                let read: &[&str] = match kind.as_str() {
+                    "Namespace" => &[ANNOTATION_ALLOWED_TARGET_NAMESPACES],
+                    "ClusterRole" => {
+                        proven_by("operator/tests/migration_go_kustomize.rs", "run_guide_step(&env, 2")?;
+                        HELM_OWNERSHIP
+                    }
+                    _ => &[ANNOTATION_PAUSED],
                 };
-                if key != read {
-                    return Err(format!("annotation {key:?} is not one the operator reads"));
+                if !read.contains(&key) {
+                    return Err(format!(
+                        "annotation {key:?} is not one the operator reads (nor, on a ClusterRole, Helm's ownership)"
+                    ));
                 }
             }
         }
@@ -636,8 +675,11 @@ impl Checker {
 
     fn check_helm(&self, args: &[String]) -> Result<(), String> {
         let verb = args.first().map(String::as_str);
+        if verb == Some("uninstall") {
+            return check_helm_uninstall(&args[1..]);
+        }
         if !matches!(verb, Some("install" | "upgrade")) {
-            return Err("only `helm install` and `helm upgrade` are checked".into());
+            return Err("only `helm install`, `helm upgrade` and `helm uninstall` are checked".into());
         }
         proven_by("xtask/tests/helm_chart.rs", "deploy/helm/vrouter-operator")?;
         let values = read("deploy/helm/vrouter-operator/values.yaml");
@@ -745,6 +787,26 @@ impl Checker {
             "vrouter-operator" => check_operator_cli(args),
             other => Err(format!("`{other}` is not a command any test runs")),
         }
+    }
+}
+
+/// `helm uninstall <release> [-n <namespace>]`, which the chart's upgrade
+/// tests run (and check that it leaves the CRDs and objects).
+fn check_helm_uninstall(args: &[String]) -> Result<(), String> {
+    proven_by("operator/tests/helm_upgrades.rs", "helm_ok(&[\"uninstall\", RELEASE")?;
+    let mut positional = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-n" | "--namespace" => i += 1,
+            flag if flag.starts_with('-') => return Err(format!("unknown helm uninstall flag {flag}")),
+            word => positional.push(word),
+        }
+        i += 1;
+    }
+    match positional.as_slice() {
+        [_release] => Ok(()),
+        _ => Err("expected `helm uninstall <release>`".into()),
     }
 }
 
@@ -1206,6 +1268,15 @@ fn kubectl_commands_are_checked_against_kinds_conditions_and_fields() {
             "kubectl annotate namespace vms vrouter.kojuro.date/paused=true",
             Some("not one the operator reads"),
         ),
+        (
+            "kubectl annotate clusterrole r meta.helm.sh/release-name=a meta.helm.sh/release-namespace=b",
+            None,
+        ),
+        (
+            "kubectl annotate clusterrole r vrouter.kojuro.date/paused=true",
+            Some("not one the operator reads"),
+        ),
+        ("kubectl delete secret s -n x --ignore-not-found", None),
         ("kubectl get vrc -l vrouter.kojuro.date/binding=b", None),
         ("kubectl get vrc -l app=b", Some("label \"app\"")),
         ("kubectl annotate vrc x vrouter.kojuro.date/paused=true", None),
@@ -1246,6 +1317,7 @@ fn only_commands_a_test_runs_are_accepted() {
         "export KUBECONFIG=/tmp/demo/kubeconfig",
         "KUBECONFIG=/tmp/demo/kubeconfig kubectl get vrouterconfigs -A",
         "helm install vrouter-operator deploy/helm/vrouter-operator -n vrouter-system --create-namespace",
+        "helm uninstall vrouter-operator -n vrouter-system",
         "vrouter-operator convert --in-place manifests/",
         "vrouter-operator render site-a.yaml site-b.yaml",
     ] {
@@ -1266,6 +1338,8 @@ fn only_commands_a_test_runs_are_accepted() {
             "no value \"nonsense\"",
         ),
         ("kubectl get vrc | grep x", "pipes"),
+        ("helm uninstall a b -n x", "expected `helm uninstall <release>`"),
+        ("helm uninstall a --keep-history", "unknown helm uninstall flag"),
         ("vrouter-operator convert --force x.yaml", "`convert [--in-place]`"),
         ("vrouter-operator convert", "without a file"),
         ("vrouter-operator serve x", "`convert [--in-place]`"),

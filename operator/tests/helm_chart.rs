@@ -36,14 +36,17 @@ fn one<'a>(objects: &'a [Value], kind: &str, name_ends: &str) -> &'a Value {
 }
 
 /// Creates each object as a server-side dry run, as `helm install` would
-/// create it; cert-manager's kinds are left out (no cert-manager here).
+/// create it; cert-manager's kinds are left out (no cert-manager here), and
+/// so are the CRDs, which the test API server has installed already
+/// ([`the_chart_crds_are_the_generated_ones_kept_and_gated`] compares them;
+/// `helm_upgrades.rs` installs them with helm).
 async fn dry_run(client: &kube::Client, objects: &[Value]) {
     for object in objects {
         let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
             Some((group, version)) => (group, version),
             None => ("", object["apiVersion"].as_str().unwrap()),
         };
-        if group == "cert-manager.io" {
+        if group == "cert-manager.io" || object["kind"] == "CustomResourceDefinition" {
             continue;
         }
         let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap());
@@ -101,6 +104,13 @@ async fn the_default_install_is_accepted_and_grants_what_the_plain_manifests_gra
             "ClusterRole",
             "ClusterRoleBinding",
             "ClusterRoleBinding",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
             "Deployment",
             "Issuer",
             "Role",
@@ -202,6 +212,39 @@ async fn watch_namespace_narrows_rbac_to_that_namespace() {
             .all(|h| h["clientConfig"]["caBundle"] == "Y2EK"),
         "{hooks:#?}"
     );
+}
+
+/// The chart renders the generated CRDs (their spec exactly), labelled as
+/// the release's and annotated to be kept; `crds.keep=false` drops the
+/// annotation and `crds.install=false` the CRDs.
+#[test]
+fn the_chart_crds_are_the_generated_ones_kept_and_gated() {
+    let crds = |sets: &[&str]| -> Vec<Value> {
+        let objects = template("vrouter-system", sets).unwrap();
+        objects
+            .into_iter()
+            .filter(|o| o["kind"] == "CustomResourceDefinition")
+            .collect()
+    };
+    let rendered = crds(&[]);
+    let generated = vrouter_api::crds::all();
+    assert_eq!(rendered.len(), generated.len());
+    for expected in &generated {
+        let name = expected.metadata.name.as_deref().unwrap();
+        let crd = rendered
+            .iter()
+            .find(|crd| crd["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("the chart renders no CRD {name}"));
+        assert_eq!(crd["spec"], serde_json::to_value(&expected.spec).unwrap(), "{name}");
+        assert_eq!(crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep");
+        assert_eq!(crd["metadata"]["labels"]["app.kubernetes.io/instance"], "vr");
+    }
+    assert!(
+        crds(&["crds.keep=false"])
+            .iter()
+            .all(|crd| crd["metadata"].get("annotations").is_none())
+    );
+    assert!(crds(&["crds.install=false"]).is_empty());
 }
 
 #[test]

@@ -273,7 +273,7 @@ async fn the_go_kustomize_install_moves_to_this_operator_by_the_guide_losing_and
     let dir = tempfile::tempdir().unwrap();
     // cert-manager (its CRDs) and KubeVirt's VMI CRD, which the Go
     // operator's target controller watches, are in the cluster beforehand.
-    let cert_manager = repository_root().join("testdata/cert-manager-crds");
+    let cert_manager = repository_root().join("testdata/helm/cert-manager-crds.yaml");
     kubectl(&env, &["apply", "-f", cert_manager.to_str().unwrap()]);
     kubectl(&env, &["wait", "--for=condition=Established", "crd", "--all"]);
     common::install_vmi_crd(&env.client()).await;

@@ -25,7 +25,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Write one YAML per CRD under deploy/crds/ and the Helm chart's crds/ from the vrouter-api types.
+    /// Write one YAML per CRD under deploy/crds/, and a template per CRD into the Helm chart, from the vrouter-api types.
     GenCrds {
         /// Exit non-zero when the committed files differ from what the types generate.
         #[arg(long)]

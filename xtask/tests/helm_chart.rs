@@ -27,19 +27,27 @@ fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
-/// Every file under templates/, by file name, with its text.
+/// Every file under templates/ and its subdirectories, by path below
+/// templates/, with its text.
 fn templates() -> Vec<(String, String)> {
     let dir = chart().join("templates");
-    let mut files: Vec<(String, String)> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|entry| {
-            let path = entry.unwrap().path();
-            (path.file_name().unwrap().to_string_lossy().into_owned(), read(&path))
-        })
-        .collect();
+    let mut files = Vec::new();
+    files_below(&dir, &dir, &mut files);
     files.sort();
     assert!(files.len() >= 4, "expected the chart's templates, found {files:?}");
     files
+}
+
+fn files_below(base: &Path, dir: &Path, files: &mut Vec<(String, String)>) {
+    for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_below(base, &path, files);
+        } else {
+            let name = path.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+            files.push((name, read(&path)));
+        }
+    }
 }
 
 fn manifest_templates() -> Vec<(String, String)> {
@@ -234,6 +242,7 @@ fn every_manifest_template_is_yaml_of_named_kubernetes_objects() {
         "Issuer",
         "Certificate",
         "ValidatingWebhookConfiguration",
+        "CustomResourceDefinition",
     ] {
         assert!(kinds.contains(kind), "the chart has no {kind}: {kinds:?}");
     }
@@ -344,29 +353,38 @@ fn every_env_var_the_chart_sets_is_a_flag_the_operator_reads() {
     );
 }
 
+/// The chart's CRDs are templates (Helm upgrades them with the release),
+/// one per generated CRD, each holding that CRD's YAML; the chart has no
+/// `crds/` directory, whose CRDs Helm would install once and never upgrade.
+/// `cargo xtask gen-crds --check` compares them byte for byte.
 #[test]
-fn chart_crds_are_the_generated_crds() {
-    let list = |dir: &Path| -> Vec<(String, String)> {
-        let mut files: Vec<_> = fs::read_dir(dir)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-            .map(|e| {
-                let path = e.unwrap().path();
-                (path.file_name().unwrap().to_string_lossy().into_owned(), read(&path))
-            })
-            .collect();
-        files.sort();
-        files
-    };
-    let chart_crds = list(&chart().join("crds"));
-    assert_eq!(
-        chart_crds.len(),
-        7,
-        "{:?}",
-        chart_crds.iter().map(|f| &f.0).collect::<Vec<_>>()
+fn chart_crds_are_templates_of_the_generated_crds() {
+    assert!(
+        !chart().join("crds").exists(),
+        "the chart's crds/ is gone: its CRDs are templates/crds/ (run `cargo xtask gen-crds`)"
     );
-    assert_eq!(
-        chart_crds,
-        list(&root().join("deploy/crds")),
-        "run `cargo xtask gen-crds`"
-    );
+    let dir = chart().join("templates/crds");
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut plain: Vec<String> = fs::read_dir(root().join("deploy/crds"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    plain.sort();
+    assert_eq!(names.len(), 7, "{names:?}");
+    assert_eq!(names, plain, "run `cargo xtask gen-crds`");
+    for name in names {
+        let template = read(&dir.join(&name));
+        let body = read(&root().join("deploy/crds").join(&name));
+        let spec = &body[body.find("\nspec:\n").unwrap()..];
+        assert!(template.starts_with("{{- if .Values.crds.install }}\n"), "{name}");
+        assert!(template.contains("helm.sh/resource-policy: keep"), "{name}");
+        assert!(
+            template.contains(spec),
+            "{name}: not the generated CRD; run `cargo xtask gen-crds`"
+        );
+    }
 }

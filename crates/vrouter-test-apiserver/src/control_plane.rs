@@ -51,6 +51,11 @@ pub struct Options {
     ///
     /// [`TestEnv::restart`]: crate::TestEnv::restart
     pub without_crds: bool,
+    /// Turn off the admission plugins that call webhooks: the webhook
+    /// configurations a test installs are stored but never called. For a
+    /// cluster without nodes, where no pod could serve them, when the test
+    /// is about the objects rather than their admission.
+    pub without_webhook_admission: bool,
 }
 
 /// The API server's addresses when it runs in a network namespace of the
@@ -227,9 +232,13 @@ fn optional_apiserver_args(dir: &Path, options: &Options) -> Result<Vec<String>,
 /// what a kubelet and its pods need.
 fn access_args(options: &Options) -> Vec<String> {
     let Some(nodes) = &options.nodes else {
+        let mut disabled = vec!["ServiceAccount"];
+        if options.without_webhook_admission {
+            disabled.extend(["MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"]);
+        }
         return vec![
             "--authorization-mode=RBAC".to_owned(),
-            "--disable-admission-plugins=ServiceAccount".to_owned(),
+            format!("--disable-admission-plugins={}", disabled.join(",")),
         ];
     };
     vec![

@@ -226,6 +226,9 @@ async fn helm_install(node: &TestNode, ns: &TestNamespace, ca_pem: &str) {
         ])
         .args(["--set", "webhook.certManager.enabled=false", "--set"])
         .arg(format!("webhook.caBundle={ca_bundle}"))
+        // The harness installed the CRDs, as an admin does with `kubectl
+        // apply -f deploy/crds/`; the chart leaves them to that.
+        .args(["--set", "crds.install=false"])
         .args(["--wait", "--timeout", "4m"])
         .env("HELM_CACHE_HOME", home.join("cache"))
         .env("HELM_CONFIG_HOME", home.join("config"))

@@ -122,8 +122,11 @@ pub async fn lease_holder(leases: &Api<Lease>, name: &str) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
+/// The heading of the guide's steps from the Go kustomize install.
+const KUSTOMIZE_PATH: &str = "### With the Go operator's kustomize install";
+
 /// The shell commands of step `step` of section 2 of
-/// docs/migrating-from-go.md, each as its words (`\` continuations joined),
+/// docs/migrating-from-go.md (from the Go kustomize install), each as its words (`\` continuations joined),
 /// in the guide's order: what a user following the guide types.
 pub fn guide_step(step: usize) -> Vec<Vec<String>> {
     let guide = std::fs::read_to_string(repository_root().join("docs/migrating-from-go.md")).unwrap();
@@ -131,6 +134,10 @@ pub fn guide_step(step: usize) -> Vec<Vec<String>> {
         .split("\n## ")
         .find(|s| s.starts_with("2. "))
         .expect("the guide has a section 2");
+    let section = section
+        .split_once(KUSTOMIZE_PATH)
+        .unwrap_or_else(|| panic!("the guide's section 2 has no {KUSTOMIZE_PATH:?}"))
+        .1;
     let (mut current, mut in_block) = (0, false);
     let mut commands: Vec<Vec<String>> = Vec::new();
     let mut pending = String::new();

@@ -47,3 +47,79 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "vrouter-operator.webhookCertSecret" -}}
 {{- printf "%s-webhook-tls" (include "vrouter-operator.fullname" .) }}
 {{- end }}
+
+{{/*
+The CRD checks, run before Helm changes anything (templates/crds-check.yaml).
+Helm itself refuses a CRD that exists without this release's ownership
+("invalid ownership metadata") without saying what to do, and deletes, with
+every object of their kinds, CRDs a release had as templates and no longer
+renders. These checks refuse both with the step that avoids them. `lookup`
+sees nothing in `helm template` and client-side dry runs: nothing is checked
+there. A first install with crds.install=false can delete nothing and looks
+nothing up (its user may not be allowed to list CRDs).
+*/}}
+{{- define "vrouter-operator.crdsCheck" -}}
+{{- if or .Values.crds.install .Release.IsUpgrade }}
+{{- $found := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" "" }}
+{{- $unowned := list }}
+{{- $foreign := list }}
+{{- $unkept := list }}
+{{- range $crd := dig "items" list $found }}
+{{- if eq (dig "spec" "group" "" $crd) "vrouter.kojuro.date" }}
+{{- $name := dig "metadata" "name" "" $crd }}
+{{- $annotations := dig "metadata" "annotations" dict $crd }}
+{{- $release := get $annotations "meta.helm.sh/release-name" }}
+{{- $namespace := get $annotations "meta.helm.sh/release-namespace" }}
+{{- $managedBy := dig "metadata" "labels" "app.kubernetes.io/managed-by" "" $crd }}
+{{- if not $release }}
+{{- $unowned = append $unowned $name }}
+{{- else if or (ne $release $.Release.Name) (ne $namespace $.Release.Namespace) }}
+{{- $foreign = append $foreign (printf "%s (release %s in namespace %s)" $name $release $namespace) }}
+{{- else if ne $managedBy "Helm" }}
+{{- $unowned = append $unowned $name }}
+{{- else if ne (get $annotations "helm.sh/resource-policy") "keep" }}
+{{- $unkept = append $unkept $name }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.crds.install }}
+{{- include "vrouter-operator.crdsUnowned" (list . $unowned) }}
+{{- include "vrouter-operator.crdsForeign" (list . $foreign) }}
+{{- else }}
+{{- include "vrouter-operator.crdsUnkept" (list . $unkept) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* CRDs no Helm release owns: installed with kubectl, or from the crds/ directory of chart 0.1.0. */}}
+{{- define "vrouter-operator.crdsUnowned" -}}
+{{- $root := index . 0 }}
+{{- $names := index . 1 | join " " }}
+{{- if $names }}
+{{- fail (printf `
+CRDs %s exist without Helm's ownership labels (installed with kubectl, or from the crds/ directory of chart 0.1.0), so Helm cannot upgrade them. Nothing was changed. Adopt them into release %s, then run the same helm command again:
+  kubectl label crd %s app.kubernetes.io/managed-by=Helm --overwrite
+  kubectl annotate crd %s meta.helm.sh/release-name=%s meta.helm.sh/release-namespace=%s --overwrite
+or leave them managed as they are with --set crds.install=false (docs/operations.md, "CRDs in the chart").` $names $root.Release.Name $names $names $root.Release.Name $root.Release.Namespace) }}
+{{- end }}
+{{- end }}
+
+{{/* CRDs another Helm release owns. */}}
+{{- define "vrouter-operator.crdsForeign" -}}
+{{- $root := index . 0 }}
+{{- $names := index . 1 | join ", " }}
+{{- if $names }}
+{{- fail (printf `
+CRDs %s belong to another Helm release, so release %s in namespace %s cannot install them. Nothing was changed. Install this release with --set crds.install=false (the CRDs stay with their release), or upgrade that release instead (docs/operations.md, "CRDs in the chart").` $names $root.Release.Name $root.Release.Namespace) }}
+{{- end }}
+{{- end }}
+
+{{/* This release's CRDs without the keep policy, which crds.install=false would delete. */}}
+{{- define "vrouter-operator.crdsUnkept" -}}
+{{- $root := index . 0 }}
+{{- $names := index . 1 | join " " }}
+{{- if $names }}
+{{- fail (printf `
+crds.install=false would make Helm delete CRDs %s, which release %s installed without the keep policy, and with them every object of their kinds. Nothing was changed. First run helm upgrade of release %s with crds.install=true and crds.keep=true (the defaults; it annotates them helm.sh/resource-policy=keep), then set crds.install=false.` $names $root.Release.Name $root.Release.Name) }}
+{{- end }}
+{{- end }}
