@@ -18,6 +18,7 @@ use vrouter_operator::webhooks::review::Admission;
 use vrouter_operator::webhooks::server;
 use vrouter_operator::{controllers, telemetry};
 use vrouter_operator::{diff, offline_render};
+use vrouter_providers::api_client::{self, ApiTimeouts};
 use vrouter_providers::lookup_cache::{self, CachedLookup};
 use vrouter_providers::{FactoryContext, KubeLookup};
 use vrouter_render::TemplateEngine;
@@ -115,15 +116,18 @@ const EXIT_LOST_LEASE: i32 = 3;
 /// A client from `--kubeconfig` when given, else as kube finds one
 /// (KUBECONFIG, ~/.kube/config, the pod's ServiceAccount).
 async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
+    let timeouts = ApiTimeouts::default();
     let Some(path) = kubeconfig else {
-        return Client::try_default().await.context("connecting to the Kubernetes API");
+        return api_client::infer(&timeouts)
+            .await
+            .context("connecting to the Kubernetes API");
     };
     let file = kube::config::Kubeconfig::read_from(path)
         .with_context(|| format!("reading --kubeconfig {}", path.display()))?;
     let config = kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
         .await
         .with_context(|| format!("loading --kubeconfig {}", path.display()))?;
-    Client::try_from(config).context("connecting to the Kubernetes API")
+    api_client::client(config, &timeouts).context("connecting to the Kubernetes API")
 }
 
 /// `/healthz` and `/readyz` on `--health-probe-addr`, unless it is `0`.

@@ -513,6 +513,32 @@ async fn agent_killed_mid_apply<T: Transport>(rig: &Rig<T>) {
     assert_ran_once_each(rig, &[status.apply_id]).await;
 }
 
+/// The apply's wrapper (the process qemu-ga started) SIGKILLed in the guest
+/// while its script commits: the script runs on under the router's lock.
+/// The operator's poll sees a lost result, the router says the apply runs,
+/// then its recorded result: `Applied`, with the script run exactly once.
+async fn wrapper_killed_mid_apply<T: Transport>(rig: &Rig<T>) {
+    let wrapper = slow_apply(rig, "wrapper-killed", 8).await;
+    let configs = rig.ns.api::<VRouterConfig>();
+    let apply_id = configs.get("wrapper-killed").await.unwrap().status.unwrap().apply_id;
+    let started = format!("{apply_id} started");
+    wait_for("the script to start", Duration::from_secs(120), || async {
+        rig.view.apply_journal().await.ok()?.contains(&started).then_some(())
+    })
+    .await;
+    rig.view.sh(&format!("kill -KILL {wrapper}")).await.unwrap();
+    let (phase, _, message) = final_phase(&configs, "wrapper-killed", Duration::from_secs(240)).await;
+    assert_eq!(phase, Phase::Applied, "{message}");
+    rig.view.set_commit_delay(0).await.unwrap();
+    assert_eq!(
+        rig.view.config_boot().await.unwrap(),
+        b"system {\n    host-name vyos\n}\ninterfaces {\n    loopback lo {\n    }\n}\nset system host-name slow\n"
+    );
+    let status = configs.get("wrapper-killed").await.unwrap().status.unwrap();
+    assert_eq!(status.apply_id, apply_id, "not applied again under a new id");
+    assert_ran_once_each(rig, &[apply_id]).await;
+}
+
 /// The router's journal shows exactly `apply_ids` (in any order), one run
 /// each and never two at once, and the stubs saw one `commit` per run.
 async fn assert_ran_once_each<T: Transport>(rig: &Rig<T>, apply_ids: &[String]) {
@@ -599,6 +625,13 @@ async fn proxmox_agent_restarted_mid_apply_the_result_is_recovered_from_the_rout
     let guest = PVE_GUEST.lease();
     let rig = proxmox_rig("real-pve-kill", &guest, &fault_flags(), "60s").await;
     agent_killed_mid_apply(&rig).await;
+}
+
+#[tokio::test]
+async fn proxmox_a_killed_apply_wrapper_leaves_its_script_to_finish_once() {
+    let guest = PVE_GUEST.lease();
+    let rig = proxmox_rig("real-pve-wrapper", &guest, &fault_flags(), "60s").await;
+    wrapper_killed_mid_apply(&rig).await;
 }
 
 #[tokio::test]

@@ -374,7 +374,8 @@ async fn remote_client(secret: &Secret, at: &SecretKeyAt) -> Result<kube::Client
         .map_err(|e| invalid(format!("cannot build a client from it: {e}")))?;
     // The URL kube resolved from the current context: the one it will use.
     check_kubeconfig_server(&config.cluster_url).map_err(invalid)?;
-    kube::Client::try_from(config).map_err(|e| invalid(format!("cannot build a client from it: {e}")))
+    crate::api_client::client(config, &crate::api_client::ApiTimeouts::default())
+        .map_err(|e| invalid(format!("cannot build a client from it: {e}")))
 }
 
 /// Why a ProxmoxCluster's sync got no client, by the step that failed (the

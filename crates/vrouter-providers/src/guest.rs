@@ -207,6 +207,17 @@ impl<P: AgentProvider> Provider for P {
                     reason: "the router had started this apply before; ask it for the apply's record".into(),
                 })
             }
+            // A killed wrapper says nothing of its script, which runs on
+            // under the router's lock: the router's record says how it
+            // stands (running, finished, or vanished).
+            ExecStatus::Exited(ExecOutcome {
+                signal: Some(signal), ..
+            }) => Err(ProviderError::ExecResultLost {
+                handle: handle.get(),
+                reason: format!(
+                    "the apply's wrapper was killed by signal {signal}; ask the router for the apply's record"
+                ),
+            }),
             status => Ok(status),
         }
     }

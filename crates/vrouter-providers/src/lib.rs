@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod api_client;
 pub mod daemon;
 mod error;
 pub mod factory;

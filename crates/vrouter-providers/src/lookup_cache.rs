@@ -6,11 +6,15 @@
 //! large share of its API requests on these two reads, repeated for every
 //! target (docs/benchmarks.md counts the requests). Entries live for `ttl`,
 //! so a changed endpoint list or a rotated credential takes effect within
-//! that time. Entries are shared (`Arc`), never copied per call. Misses are read one at a time:
-//! the reconciles that miss together (a rollout's first wave, or all of them
-//! when an entry expires) wait for one read instead of each making it; at
-//! 100 targets that was 47 reads of one ProxmoxCluster and its Secret where
-//! 10 were needed.
+//! that time. Entries are shared (`Arc`), never copied per call.
+//!
+//! Misses are read one at a time per object: the reconciles that miss one
+//! object together (a rollout's first wave, or all of them when an entry
+//! expires) wait for one read instead of each making it, while a read of
+//! another object goes on beside it. Every lookup, its wait for a read of
+//! the same object included, ends within the cache's deadline: a read that
+//! hangs (an API server connection that silently died) fails the lookups
+//! of its own object, and only those, with [`ProviderError::Timeout`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -25,18 +29,34 @@ use vrouter_api::ProxmoxCluster;
 
 /// How long a looked-up object is reused.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// How long one lookup may take, its wait for another reconcile's read of
+/// the same object included. Shorter than the client's request deadline
+/// (`api_client::ApiTimeouts::request`): a provider build is a step of a
+/// reconcile, which fails and is retried rather than wait on one read.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 
 type Key = (String, String);
 
 struct Entries<T> {
     map: Mutex<HashMap<Key, (Instant, Option<T>)>>,
+    /// One lock per object being read; held while it is read. An entry
+    /// goes when no lookup holds or waits for it.
+    reads: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl<T: Clone> Entries<T> {
     fn new() -> Self {
         Entries {
             map: Mutex::new(HashMap::new()),
+            reads: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The read lock of `key`, shared by every lookup of it now.
+    fn read_lock(&self, key: &Key) -> Arc<tokio::sync::Mutex<()>> {
+        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        reads.retain(|_, lock| Arc::strong_count(lock) > 1);
+        reads.entry(key.clone()).or_default().clone()
     }
 
     fn fresh(&self, key: &Key, ttl: Duration) -> Option<Option<T>> {
@@ -70,8 +90,7 @@ pub struct CachedLookup<L> {
     secrets: Entries<Arc<Secret>>,
     clusters: Entries<Arc<ProxmoxCluster>>,
     namespaces: Entries<BTreeMap<String, String>>,
-    /// Held while a miss is read.
-    reading: tokio::sync::Mutex<()>,
+    deadline: Duration,
 }
 
 impl<L> CachedLookup<L> {
@@ -82,13 +101,30 @@ impl<L> CachedLookup<L> {
             secrets: Entries::new(),
             clusters: Entries::new(),
             namespaces: Entries::new(),
-            reading: tokio::sync::Mutex::new(()),
+            deadline: DEFAULT_DEADLINE,
         }
     }
 
-    /// `key` from `entries` while fresh, else from `read` (one read at a
-    /// time; a reconcile that waited finds what the one before it read).
-    async fn read_through<T, F, Fut>(&self, entries: &Entries<T>, key: Key, read: F) -> Result<Option<T>, ProviderError>
+    /// The lookup behind the cache.
+    pub fn inner(&self) -> &L {
+        &self.inner
+    }
+
+    /// The same cache with each lookup bounded by `deadline`.
+    pub fn with_deadline(self, deadline: Duration) -> Self {
+        CachedLookup { deadline, ..self }
+    }
+
+    /// `key` from `entries` while fresh, else from `read`, within the
+    /// deadline. One read of `key` at a time: a reconcile that waited finds
+    /// what the one before it read.
+    async fn read_through<T, F, Fut>(
+        &self,
+        entries: &Entries<T>,
+        what: &str,
+        key: Key,
+        read: F,
+    ) -> Result<Option<T>, ProviderError>
     where
         T: Clone,
         F: FnOnce() -> Fut,
@@ -97,13 +133,30 @@ impl<L> CachedLookup<L> {
         if let Some(hit) = entries.fresh(&key, self.ttl) {
             return Ok(hit);
         }
-        let _reading = self.reading.lock().await;
-        if let Some(hit) = entries.fresh(&key, self.ttl) {
-            return Ok(hit);
-        }
-        let value = read().await?;
-        entries.store(key, value.clone(), self.ttl);
-        Ok(value)
+        let lookup = async {
+            let lock = entries.read_lock(&key);
+            let _reading = lock.lock().await;
+            if let Some(hit) = entries.fresh(&key, self.ttl) {
+                return Ok(hit);
+            }
+            let value = read().await?;
+            entries.store(key.clone(), value.clone(), self.ttl);
+            Ok(value)
+        };
+        tokio::time::timeout(self.deadline, lookup).await.unwrap_or_else(|_| {
+            Err(ProviderError::Timeout {
+                operation: format!("looking up {what} {}", display(&key)),
+                after: self.deadline,
+            })
+        })
+    }
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object.
+fn display((namespace, name): &Key) -> String {
+    match namespace.is_empty() {
+        true => name.clone(),
+        false => format!("{namespace}/{name}"),
     }
 }
 
@@ -111,7 +164,7 @@ impl<L> CachedLookup<L> {
 impl<L: ObjectLookup> ObjectLookup for CachedLookup<L> {
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ProviderError> {
         let key = (namespace.to_owned(), name.to_owned());
-        self.read_through(&self.secrets, key, || async {
+        self.read_through(&self.secrets, "Secret", key, || async {
             Ok(self.inner.secret(namespace, name).await?.map(without_managed_fields))
         })
         .await
@@ -119,7 +172,7 @@ impl<L: ObjectLookup> ObjectLookup for CachedLookup<L> {
 
     async fn proxmox_cluster(&self, namespace: &str, name: &str) -> Result<Option<Arc<ProxmoxCluster>>, ProviderError> {
         let key = (namespace.to_owned(), name.to_owned());
-        self.read_through(&self.clusters, key, || async {
+        self.read_through(&self.clusters, "ProxmoxCluster", key, || async {
             Ok(self
                 .inner
                 .proxmox_cluster(namespace, name)
@@ -132,8 +185,10 @@ impl<L: ObjectLookup> ObjectLookup for CachedLookup<L> {
     /// A withdrawn grant takes effect within `ttl`.
     async fn namespace_annotations(&self, name: &str) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
         let key = (String::new(), name.to_owned());
-        self.read_through(&self.namespaces, key, || self.inner.namespace_annotations(name))
-            .await
+        self.read_through(&self.namespaces, "Namespace", key, || {
+            self.inner.namespace_annotations(name)
+        })
+        .await
     }
 }
 
@@ -157,6 +212,10 @@ mod tests {
             let n = self.reads.fetch_add(1, Ordering::SeqCst);
             // Like the API server, answer after other tasks had a turn.
             tokio::task::yield_now().await;
+            if name == "hangs" {
+                // A request on a connection that silently died.
+                futures::future::pending::<()>().await;
+            }
             if self.fail.load(Ordering::SeqCst) {
                 return Err(ProviderError::InvalidTarget {
                     target: name.into(),
@@ -233,5 +292,45 @@ mod tests {
         assert!(cache.secret("ns", "a").await.is_err());
         cache.inner.fail.store(false, Ordering::SeqCst);
         assert_eq!(name(cache.secret("ns", "a").await.unwrap()), "a-1");
+    }
+
+    fn timed_out(result: Result<Option<Arc<Secret>>, ProviderError>) -> String {
+        match result {
+            Err(e @ ProviderError::Timeout { .. }) => e.to_string(),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_that_hangs_fails_its_own_lookups_at_the_deadline_and_blocks_no_other() {
+        let cache =
+            CachedLookup::new(Counting::default(), Duration::from_secs(60)).with_deadline(Duration::from_secs(10));
+        let started = tokio::time::Instant::now();
+        let (hung, waited, others) = tokio::join!(
+            cache.secret("ns", "hangs"),
+            cache.secret("ns", "hangs"),
+            // Bounded, so that a lookup blocked behind the hung read fails
+            // this test instead of hanging it.
+            tokio::time::timeout(Duration::from_secs(3600), async {
+                tokio::task::yield_now().await;
+                (cache.secret("ns", "a").await, cache.secret("other", "hangs-not").await)
+            }),
+        );
+        let (a, other) = others.expect("lookups of other objects finish while one read hangs");
+        assert_eq!(name(a.unwrap()), "a-1");
+        assert_eq!(name(other.unwrap()), "hangs-not-2");
+        // The hung read and the lookup that waited for it: one request, both
+        // failed at the deadline, naming the object.
+        let message = timed_out(hung);
+        assert!(
+            message.contains("Secret ns/hangs") && message.contains("10s"),
+            "{message}"
+        );
+        timed_out(waited);
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        assert_eq!(cache.inner.reads.load(Ordering::SeqCst), 3, "one read per object");
+        // The next lookup reads again (a failure is not cached).
+        timed_out(cache.secret("ns", "hangs").await);
+        assert_eq!(cache.inner.reads.load(Ordering::SeqCst), 4);
     }
 }

@@ -42,12 +42,18 @@ impl From<i64> for ExecHandle {
 pub enum ApplyRecord {
     /// The router never started it: dispatching it is safe.
     Unknown,
-    /// It runs (or waits for the router's lock); poll this handle.
+    /// It runs (or waits for the router's lock); poll this handle. A guest
+    /// router reports its script running while the script lives, even
+    /// when the handle's process (the wrapper) was killed: that handle's
+    /// poll is then a lost result, which leads back here.
     Running(ExecHandle),
     /// It ended; this is its result.
     Finished(ExecOutcome),
-    /// It started but ended without a result (its wrapper was killed): it
-    /// may have run in part, and only a new apply makes the router known.
+    /// It started but ended without a result (on a guest router: its
+    /// wrapper was killed before the script started, or both the wrapper
+    /// and the runner holding the router's lock were, and the script has
+    /// ended since): it may have run in part, and only a new apply makes
+    /// the router known.
     Vanished,
 }
 
@@ -70,6 +76,11 @@ pub struct ExecOutcome {
     /// The guest agent kept only the start of stdout (a marker line is
     /// appended to `stdout` too, for people reading a failed apply).
     pub stdout_truncated: bool,
+    /// The signal that ended the process the guest agent started, when one
+    /// did (`exit_code` is then 128 + it). For an apply that process is the
+    /// router's wrapper ([`vrouter_qga::arbiter`]), which no signal of the
+    /// apply's own reaches: one that ended it says nothing of the script.
+    pub signal: Option<i64>,
 }
 
 impl ExecOutcome {

@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use vrouter_providers::ApplyId;
-use vrouter_providers::{ExecStatus, Provider, ProviderError};
+use vrouter_providers::{ApplyRecord, ExecStatus, Provider, ProviderError};
 use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
 use vrouter_test_peers::guest::GuestSandbox;
 use vrouter_test_peers::poll_until_exited;
@@ -374,5 +374,58 @@ async fn every_guest_provider_delivers_a_script_larger_than_one_agent_write() {
             }
             Router::Daemon(..) => unreachable!("not a guest provider"),
         }
+    }
+}
+
+/// A guest-agent pid whose wrapper was SIGKILLed while its script runs on
+/// (the router's lock covers the script, `vrouter_qga::arbiter`): its poll
+/// is a lost result, not the signal as the apply's failure, and the
+/// router's record says the apply still runs; stopping it ends it with the
+/// script's own signal exit, recorded.
+#[tokio::test]
+async fn every_guest_provider_sends_a_killed_wrappers_apply_to_the_routers_record() {
+    for router in Router::every_guest_provider().await {
+        let name = router.name();
+        let p = router.provider();
+        let sandbox = router.sandbox();
+        sandbox.put_file("commit-delay", b"600");
+        let apply = ApplyId::fresh(1);
+        let handle = p.exec_script(&apply, CONFIG, COMMANDS, true).await.unwrap();
+        let started = format!("{apply} started");
+        for attempt in 0.. {
+            if sandbox.apply_journal().contains(&started) {
+                break;
+            }
+            assert!(attempt < 6000, "{name}: the apply never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &handle.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success(), "{name}: kill -KILL {handle}: {killed}");
+        let polled = loop {
+            match p.get_exec_status(handle).await {
+                Ok(ExecStatus::Running) => tokio::time::sleep(Duration::from_millis(20)).await,
+                other => break other,
+            }
+        };
+        assert!(
+            matches!(&polled, Err(e) if e.is_exec_result_lost()),
+            "{name}: the killed wrapper's poll sends the caller to the router: {polled:?}"
+        );
+        let record = p.apply_record(&apply).await.unwrap();
+        assert_eq!(record, ApplyRecord::Running(handle), "{name}: its script runs on");
+        p.stop_apply(&apply).await.unwrap();
+        let record = loop {
+            match p.apply_record(&apply).await.unwrap() {
+                ApplyRecord::Running(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                other => break other,
+            }
+        };
+        assert!(
+            matches!(&record, ApplyRecord::Finished(outcome) if outcome.exit_code > 128),
+            "{name}: the stopped script's exit is recorded: {record:?}"
+        );
     }
 }

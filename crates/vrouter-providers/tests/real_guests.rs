@@ -17,7 +17,7 @@ use std::time::Duration;
 use vrouter_providers::ApplyId;
 use vrouter_providers::kubevirt::{KubeVirtOptions, KubeVirtProvider};
 use vrouter_providers::proxmox::{ApiToken, ProxmoxProvider, ProxmoxSettings};
-use vrouter_providers::{GuestFlavor, GuestPaths, GuestTiming, Provider, ProviderError};
+use vrouter_providers::{ApplyRecord, ExecStatus, GuestFlavor, GuestPaths, GuestTiming, Provider, ProviderError};
 use vrouter_qga::Transport;
 use vrouter_test_peers::kube::FakeKubeApi;
 use vrouter_test_peers::proxmox::FakeProxmox;
@@ -331,9 +331,81 @@ async fn an_unknown_pid_is_a_lost_result<T: Transport>(rig: &Rig<T>) {
     assert!(matches!(error, ProviderError::ExecResultLost { .. }), "{error}");
 }
 
+/// A wrapper SIGKILLed in the guest (busybox `sh`, `flock`, `setsid`)
+/// while its script commits: its poll is a lost result, the router reports
+/// the script running and keeps the next apply waiting until a stop ends
+/// it, with its exit recorded.
+async fn a_killed_wrappers_script_keeps_the_routers_lock<T: Transport>(rig: &Rig<T>) {
+    rig.view.reset().await.unwrap();
+    rig.view.set_commit_delay(600).await.unwrap();
+    let p = rig.provider.as_ref();
+    let (first, second) = (ApplyId::fresh(1), ApplyId::fresh(2));
+    let handle = p
+        .exec_script(&first, "", "set system host-name r1", false)
+        .await
+        .unwrap();
+    let started = format!("{first} started");
+    for attempt in 0.. {
+        if rig.view.apply_journal().await.unwrap().contains(&started) {
+            break;
+        }
+        assert!(attempt < 600, "the first apply never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    rig.view.sh(&format!("kill -KILL {handle}")).await.unwrap();
+    let polled = loop {
+        match p.get_exec_status(handle).await {
+            Ok(ExecStatus::Running) => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => break other,
+        }
+    };
+    assert!(matches!(&polled, Err(e) if e.is_exec_result_lost()), "{polled:?}");
+    assert_eq!(p.apply_record(&first).await.unwrap(), ApplyRecord::Running(handle));
+    // Its `commit` sleeps before the next apply is made quick.
+    let sleeping = "for p in /proc/[0-9]*; do \
+                    [ \"$(tr '\\0' ' ' <\"$p/cmdline\" 2>/dev/null)\" = 'sleep 600 ' ] && echo \"$p\"; done; :";
+    for attempt in 0.. {
+        if !rig.view.sh(sleeping).await.unwrap().is_empty() {
+            break;
+        }
+        assert!(attempt < 600, "the first apply's commit never began");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    rig.view.set_commit_delay(0).await.unwrap();
+    let next = p
+        .exec_script(&second, "", "set system host-name r2", false)
+        .await
+        .unwrap();
+    loop {
+        match p.apply_record(&second).await.unwrap() {
+            ApplyRecord::Unknown => tokio::time::sleep(Duration::from_millis(100)).await,
+            claimed => {
+                assert!(matches!(claimed, ApplyRecord::Running(_)), "{claimed:?}");
+                break;
+            }
+        }
+    }
+    // Claimed and waiting: the journal has the first's start only (a
+    // second start before the first's end panics in `apply_runs`).
+    assert_eq!(rig.view.apply_runs().await.unwrap(), None);
+    p.stop_apply(&first).await.unwrap();
+    let outcome = wait_for_exit(p, next).await;
+    assert_eq!(outcome.failure(), None, "{outcome:?}");
+    let record = p.apply_record(&first).await.unwrap();
+    assert!(
+        matches!(&record, ApplyRecord::Finished(o) if o.exit_code > 128),
+        "{record:?}"
+    );
+    assert_eq!(
+        rig.view.apply_runs().await.unwrap(),
+        Some(vec![first.to_string(), second.to_string()])
+    );
+}
+
 /// What every provider must do over a real guest's agent channel.
 async fn every_scenario<T: Transport>(rig: &Rig<T>) {
     apply_and_read_back(rig).await;
+    a_killed_wrappers_script_keeps_the_routers_lock(rig).await;
     failed_set_fails_the_apply(rig).await;
     readiness_follows_the_guest(rig).await;
     an_unknown_pid_is_a_lost_result(rig).await;

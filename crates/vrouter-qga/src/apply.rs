@@ -80,7 +80,7 @@ impl<T: Transport> Agent<T> {
     }
 
     /// Stops `apply`'s process group in the guest if it still runs; the
-    /// wrapper then records how it ended and frees the router's lock.
+    /// apply's runner then records how it ended and frees the router's lock.
     pub async fn stop_script(&self, apply: &ApplyId, paths: &ApplyPaths) -> Result<(), QgaError> {
         let request = request(arbiter::stop_argv(&paths.state_dir, apply)).capture_output(false);
         self.exec(&request).await.map(drop)

@@ -9,16 +9,41 @@
 //!    `ln -s <its pid> <state>/<id>.pid`): a second dispatch of the same id,
 //!    whose answer was lost the first time, exits at once with
 //!    [`DUPLICATE_EXIT_CODE`] and runs nothing;
-//! 2. moves the script into `<state>/<id>/`, then takes an exclusive
-//!    `flock` on `<state>/lock` for the whole run, so applies on one router
-//!    never overlap, whoever dispatched them (two targets, two operator
-//!    processes, an apply that timed out and is still running);
-//! 3. journals `<id> started` and, at the end, `<id> <exit code>` in
+//! 2. moves the script into `<state>/<id>/`, takes an exclusive `flock` on
+//!    `<state>/lock`, and forks a runner that inherits the lock's
+//!    descriptor and keeps it until the script's result is recorded; the
+//!    wrapper then closes its own copy and waits for the runner;
+//! 3. the runner waits for any earlier apply's script that still runs
+//!    without its runner (below), journals `<id> started`, runs the
+//!    interpreter and, at its end, journals `<id> <exit code>` in
 //!    `<state>/journal`, keeps the exit code and the tail of each output
 //!    stream in `<state>/<id>/`, and removes the script;
-//! 4. runs the interpreter in its own process group with its output in
+//! 4. the interpreter runs in its own process group with its output in
 //!    those files, not on the agent's pipes: a restarted agent cannot cut
 //!    the apply short with SIGPIPE, and [`stop_argv`] can stop it whole.
+//!
+//! # Invariant: one script at a time, whichever process dies
+//!
+//! While an apply's interpreter process lives, no other apply's
+//! interpreter starts on the router, whoever dispatched either. The runner
+//! holds the lock from before the interpreter starts until after it
+//! ended, so killing the wrapper (the process the agent knows) changes
+//! nothing: the script runs on, its result is recorded, and [`query_argv`]
+//! reports the apply running, then finished. Should the runner be killed
+//! too, the lock is free, but the interpreter's pid is in `<id>/pgid`
+//! (written by the process that becomes the interpreter, before it runs):
+//! every runner, holding the lock, waits before its own script for each
+//! record without an exit whose recorded interpreter still runs, and the
+//! query reports such an apply running until it ends, then vanished.
+//!
+//! A process counts as an apply's interpreter only while its pid is the
+//! recorded one and its `/proc/<pid>/cmdline` names that record's own
+//! script path. Ids are claimed once, so a reused pid never matches: not
+//! after the interpreter ended, not after a reboot (and `/run` is a tmpfs,
+//! so a reboot leaves no records anyway). What the script leaves behind
+//! (VyOS `commit-confirm`'s timer, any `cmd &`) neither inherits the
+//! lock's descriptor nor is the recorded pid, so it never holds up a later
+//! apply, even a forked subshell that shows the same command line.
 //!
 //! [`query_argv`] asks the router what it knows about an id
 //! ([`ApplyRecord`]); it also creates the state directory (mode 0700), so it
@@ -56,9 +81,19 @@ pub const KEPT_OUTPUT_BYTES: usize = 1024 * 1024;
 const WRAPPER_NAME: &str = "vrouter-apply";
 
 /// The apply wrapper: `$1` state dir, `$2` apply id, `$3` staged script,
-/// `$4` interpreter. The interpreter gets neither the lock's descriptor (a
+/// `$4` interpreter. It claims the id and takes the lock, then forks the
+/// runner (`run`, a subshell with the same argv) that holds the lock's
+/// descriptor until the script has ended and its result is recorded, and
+/// waits for it. The interpreter gets neither the lock's descriptor (a
 /// process it leaves behind, like `commit-confirm`'s timer, would hold the
-/// lock) nor the agent's pipes.
+/// lock) nor the agent's pipes; the runner writes the interpreter's pid to
+/// `pgid` from inside the process that becomes the interpreter, before it
+/// runs, so no interpreter ever runs unrecorded. The runner lets go of
+/// the agent's pipes with `exec` (a shell keeps copies of the descriptors a
+/// redirection on a function call replaces, and the agent reports the
+/// wrapper gone only once its pipes are closed). A wrapper whose runner
+/// ended without a result kills itself: the agent then reports a signal,
+/// which sends the caller to the record (see [`ApplyRecord::Running`]).
 const WRAPPER: &str = r#"set -u
 PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH
 umask 077
@@ -73,6 +108,7 @@ fi
 if ! ln -s "$$" "$record.pid" 2>/dev/null; then
     rm -f "$own"; echo "vrouter-apply: already dispatched: $id" >&2; exit 75
 fi
+ALIVE
 finish() {
     rm -f "$record/script"
     for stream in stdout stderr; do
@@ -83,34 +119,68 @@ finish() {
     printf '%s\n' "$1" >"$record/exit.new" && mv -f "$record/exit.new" "$record/exit"
     printf '%s %s\n' "$id" "$1" >>"$state/journal"
 }
+await_orphans() {
+    for left in "$state"/*/pgid; do
+        other=${left%/pgid}
+        if [ "$other" = "$record" ] || [ ! -f "$other/script" ] || [ -f "$other/exit" ]; then continue; fi
+        group=$(cat "$left" 2>/dev/null) || continue
+        while alive "$group" "$other/script"; do sleep 1; done
+        rm -f "$other/script"
+    done
+}
+prune() {
+    ls -1dt "$state"/*/exit 2>/dev/null | tail -n +KEPT_RECORDS_PLUS_ONE | while IFS= read -r done; do
+        old=${done%/exit}; rm -rf "$old" "$old.pid"
+    done
+    find "$state" -maxdepth 1 \( -name '*.staged' -o -name '*.script' \) -mmin +60 -exec rm -f {} \; 2>/dev/null
+}
+run() {
+    sh -c 'echo "$PPID"' >"$record/runner"
+    await_orphans
+    printf '%s started\n' "$id" >>"$state/journal"
+    sh -c 'printf "%s\n" "$$" >"$1/pgid" && exec setsid "$2" "$3"' vrouter-apply-interpreter \
+        "$record" "$interpreter" "$record/script" </dev/null >"$record/stdout" 2>"$record/stderr" 9>&- &
+    wait "$!"
+    finish "$?"
+    prune
+}
 mkdir "$record" && : >"$record/stdout" && : >"$record/stderr" && mv "$own" "$record/script" || exit 70
 exec 9>>"$state/lock"
 flock 9
-printf '%s started\n' "$id" >>"$state/journal"
-setsid "$interpreter" "$record/script" </dev/null >"$record/stdout" 2>"$record/stderr" 9>&- &
-child=$!
-printf '%s\n' "$child" >"$record/pgid"
-wait "$child"
-code=$?
-finish "$code"
-ls -1dt "$state"/*/exit 2>/dev/null | tail -n +KEPT_RECORDS_PLUS_ONE | while IFS= read -r done; do
-    old=${done%/exit}; rm -rf "$old" "$old.pid"
-done
-find "$state" -maxdepth 1 \( -name '*.staged' -o -name '*.script' \) -mmin +60 -exec rm -f {} \; 2>/dev/null
-flock -u 9
+(exec </dev/null >/dev/null 2>&1; run) &
+runner=$!
+exec 9>&-
+wait "$runner"
+[ -f "$record/exit" ] || kill -s KILL "$$"
+code=$(cat "$record/exit")
 cat "$record/stdout"
 cat "$record/stderr" >&2
 exit "$code"
 "#;
 
+/// Whether process `$1` lives and one of its arguments is exactly `$2`:
+/// the apply id for the wrapper and its runner, the record's script path
+/// for the interpreter. A pid reused by any other process fails the test.
+const ALIVE: &str = r#"alive() {
+    [ -n "$1" ] && [ -r "/proc/$1/cmdline" ] && tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | grep -qxF -- "$2"
+}"#;
+
 /// What the router knows about an id: `$1` state dir, `$2` apply id. Also
-/// creates the state directory. A wrapper that finishes while this looks is
-/// seen finished, never vanished: the exit record is read again last.
+/// creates the state directory. The apply runs while its wrapper, its
+/// runner or its interpreter lives; they end in the opposite order (the
+/// interpreter, then the runner once the exit is recorded, then the
+/// wrapper), so checking them in this order and the exit record again
+/// last never calls a finished apply vanished. The runner's pid is written
+/// by the runner itself, first thing: a wrapper killed in the instant
+/// between forking it and that write lets this say vanished while the
+/// runner goes on (holding the lock, so nothing overlaps it, and recording
+/// its result for a later query).
 const QUERY: &str = r#"set -u
 PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH
 umask 077
 state=$1 id=$2 record=$1/$2
 mkdir -p "$state" && chmod 700 "$state" || exit 1
+ALIVE
 finished() {
     printf 'finished %s\n' "$(cat "$record/exit")"
     cat "$record/stdout" 2>/dev/null
@@ -119,16 +189,19 @@ finished() {
 }
 [ -f "$record/exit" ] && finished
 pid=$(readlink "$record.pid" 2>/dev/null) || { echo unknown; exit 0; }
-if [ -r "/proc/$pid/cmdline" ] && tr '\0' '\n' <"/proc/$pid/cmdline" | grep -qxF -- "$id"; then
-    printf 'running %s\n' "$pid"; exit 0
-fi
+running() { printf 'running %s\n' "$pid"; exit 0; }
+alive "$pid" "$id" && running
+alive "$(cat "$record/runner" 2>/dev/null)" "$id" && running
+alive "$(cat "$record/pgid" 2>/dev/null)" "$record/script" && running
 [ -f "$record/exit" ] && finished
 echo vanished
 "#;
 
-/// Stops an apply's process group: `$1` state dir, `$2` apply id. TERM,
-/// then KILL ten seconds later if it is still there; the wrapper records
-/// how it ended and releases the lock.
+/// Stops an apply's process group (its interpreter's): `$1` state dir, `$2`
+/// apply id. TERM, then KILL ten seconds later if it is still there; the
+/// runner, which is not in that group, records how it ended and releases
+/// the lock (with no runner left, the lock is already free and the apply
+/// ends vanished).
 const STOP: &str = r#"set -u
 PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH
 record=$1/$2
@@ -186,8 +259,11 @@ impl fmt::Display for ApplyId {
 pub enum ApplyRecord {
     /// Never dispatched here (or before the last reboot): dispatch it.
     Unknown,
-    /// Its wrapper runs (waiting for the lock, or running the script), as
-    /// process `pid`.
+    /// It waits for the lock or its script runs. `pid` is its wrapper's,
+    /// the process the agent started; a wrapper killed while its script
+    /// runs on is gone from the agent (polling it reports the signal, or an
+    /// unknown pid), and this record is then what tells how the apply
+    /// stands.
     Running { pid: i64 },
     /// It ended: the exit code and the kept tail of each stream.
     Finished {
@@ -195,8 +271,10 @@ pub enum ApplyRecord {
         stdout: String,
         stderr: String,
     },
-    /// Claimed, but its wrapper is gone without a result (killed): the
-    /// script may have run in part.
+    /// Claimed, but nothing of it runs any more and no result was
+    /// recorded: its wrapper was killed before the script started, or its
+    /// runner was killed too and the script has since ended. The script
+    /// may have run in part, or whole.
     Vanished,
 }
 
@@ -219,6 +297,7 @@ fn shell_argv(script: String, args: &[&str]) -> Vec<String> {
 /// The argv that runs `staged` under the wrapper as apply `apply`.
 pub fn wrapper_argv(state_dir: &str, apply: &ApplyId, staged: &str, interpreter: &str) -> Vec<String> {
     let script = WRAPPER
+        .replace("ALIVE", ALIVE)
         .replace("KEPT_OUTPUT_BYTES", &KEPT_OUTPUT_BYTES.to_string())
         .replace("KEPT_RECORDS_PLUS_ONE", &(KEPT_RECORDS + 1).to_string());
     shell_argv(script, &[state_dir, apply.as_str(), staged, interpreter])
@@ -227,7 +306,7 @@ pub fn wrapper_argv(state_dir: &str, apply: &ApplyId, staged: &str, interpreter:
 /// The argv that prints what the router knows about `apply` (parse its
 /// output with [`parse_record`]).
 pub fn query_argv(state_dir: &str, apply: &ApplyId) -> Vec<String> {
-    shell_argv(QUERY.to_owned(), &[state_dir, apply.as_str()])
+    shell_argv(QUERY.replace("ALIVE", ALIVE), &[state_dir, apply.as_str()])
 }
 
 /// The argv that stops `apply`'s process group, if it still runs.
@@ -330,7 +409,14 @@ mod tests {
                 "/bin/vbash"
             ]
         );
-        assert!(!argv[2].contains("KEPT_"), "{}", argv[2]);
+        assert!(!argv[2].contains("KEPT_") && !argv[2].contains("ALIVE"), "{}", argv[2]);
+        assert!(argv[2].contains("alive() {"), "{}", argv[2]);
+        let query = query_argv("/run/x", &id);
+        assert!(
+            !query[2].contains("ALIVE") && query[2].contains("alive() {"),
+            "{}",
+            query[2]
+        );
         assert!(argv[2].contains(&format!("tail -n +{}", KEPT_RECORDS + 1)));
         assert!(argv[2].contains(&DUPLICATE_EXIT_CODE.to_string()) && argv[2].contains(DUPLICATE_MARKER));
     }

@@ -93,8 +93,8 @@ fn constructs_become_their_tera_forms() {
         ("set x \"AS{{ .asn }}\"", r#"set x {{ "AS" ~ asn }}"#),
         (r#"{{ "literal" }} {{ 1.0 }} {{ true }}"#, "literal 1 true"),
         (
-            r#"{{ toJson .x }} {{ b64enc .s }}"#,
-            "{{ x | to_json }} {{ s | b64enc }}",
+            r#"{{ b64enc (toJson .x) }} {{ b64enc .s }}"#,
+            "{{ x | to_json | b64enc }} {{ s | b64enc }}",
         ),
     ];
     for (go, expected) in cases {
@@ -137,6 +137,13 @@ fn what_cannot_be_converted_is_reported_with_its_location() {
         ("a\n  {{ now }}", (2, 6), "no clock"),
         ("{{ env \"HOME\" }}", (1, 4), "removed it too"),
         ("{{ template \"x\" . }}", (1, 1), "renders alone"),
+        ("a\n{{ define \"x\" }}{{ .y }}{{ end }}", (2, 1), "renders alone"),
+        (
+            "a\n{{- block \"x\" . -}}\n{{ .y }}\n{{- end }}",
+            (2, 1),
+            "renders alone",
+        ),
+        ("set x {{ toJson .x }}", (1, 7), "`toJson` writes quote characters"),
         ("{{ toJson . }}", (1, 11), "whole params object"),
         // The engine's own rules apply to the result: a value is an argument.
         ("{{ .command }} x", (1, 1), "the name of a command"),
@@ -178,6 +185,23 @@ fn quotes_and_comments_written_around_values_are_noted() {
     assert_eq!(c.tera, "set system host-name {{ h }}\n# for \n");
     assert_eq!(c.notes.len(), 2, "{:?}", c.notes);
     assert_eq!((c.notes[0].location.line, c.notes[1].location.line), (1, 2));
+    // Quotes `printf` wrote around a whole value, or around one of its words.
+    let c = convert(
+        "set system host-name {{ printf \"%q\" .h }}\n{{ printf \"set system domain-name %s\" (squote .d) }}\n",
+        TemplateKind::Commands,
+    )
+    .unwrap();
+    assert_eq!(c.tera, "set system host-name {{ h }}\nset system domain-name {{ d }}\n");
+    let notes: Vec<String> = c.notes.iter().map(ToString::to_string).collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].starts_with("1:25: the quotes `printf \"%q\"` wrote were dropped"),
+        "{notes:?}"
+    );
+    assert!(
+        notes[1].starts_with("2:4: the quotes `squote` wrote were dropped"),
+        "{notes:?}"
+    );
 }
 
 #[test]

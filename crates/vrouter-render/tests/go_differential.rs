@@ -180,8 +180,10 @@ fn a_single_quote_broke_out_of_gos_quotes() {
 
 /// The Go operator decoded params with `UseNumber`, so `text/template` saw every
 /// number as a string: `0` was true and not empty, `printf "%d"` could not
-/// format it, `eq` compared it as text. Converted templates treat numbers as
-/// numbers; these are the differences, each asserted.
+/// format it, `eq` with a number failed. Converted templates treat numbers as
+/// numbers; these are the differences, each asserted. (Where Go's result came
+/// from the text and a converted template would differ silently, the
+/// conversion keeps Go's result or refuses: `go_silent_differences.rs`.)
 #[test]
 fn numbers_are_numbers_where_the_go_operator_saw_text() {
     let mut oracle = GoOracle::start();

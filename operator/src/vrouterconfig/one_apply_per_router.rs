@@ -3,9 +3,10 @@
 //! hand-written config, or two VRouterTargets naming the same VM) would
 //! otherwise interleave their sessions.
 //!
-//! The router itself is the arbiter: its apply wrapper holds an exclusive
-//! lock for each whole apply (`vrouter_qga::arbiter`), whoever dispatched
-//! it, so applies never overlap even across operator processes. This hold
+//! The router itself is the arbiter: an exclusive lock is held for each
+//! whole apply script (`vrouter_qga::arbiter`), whoever dispatched it and
+//! even when the process the agent started is killed, so applies never
+//! overlap even across operator processes. This hold
 //! is the operator's courtesy on top: a config whose VM is busy waits here,
 //! with a message saying for whom, instead of spending its apply timeout
 //! queued on the router's lock. It is keyed by the resolved VM ([`Vm`]),

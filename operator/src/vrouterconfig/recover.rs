@@ -19,7 +19,8 @@ pub enum RouterSays {
     Running { handle: i64 },
     /// It ended with `code`; `failure` is a failure marker in its output.
     Finished { code: i64, failure: Option<String> },
-    /// It started and ended without a result (its wrapper was killed).
+    /// It started and ended without a result (its wrapper was killed
+    /// before its script began, or with the runner that held its lock).
     Vanished,
 }
 

@@ -31,7 +31,7 @@ use vrouter_operator::controllers;
 use vrouter_operator::metrics::Metrics;
 use vrouter_providers::KeptProviders;
 use vrouter_providers::proxmox::ProxmoxClients;
-use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError};
+use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, ObjectLookup, Provider, ProviderError};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::guest::GuestSandbox;
 use vrouter_test_peers::proxmox::FakeProxmox;
@@ -44,7 +44,7 @@ const TOKEN_SECRET: &str = "0b7c6f0e-test-only";
 /// into its own sandbox (all test guests share this machine's filesystem).
 pub struct SandboxedProviders {
     client: kube::Client,
-    lookup: KubeLookup,
+    lookup: Arc<dyn ObjectLookup>,
     paths: HashMap<String, GuestPaths>,
     /// Kept across reconciles, as the production factory keeps them.
     proxmox_clients: ProxmoxClients,
@@ -62,7 +62,7 @@ impl Providers for SandboxedProviders {
             proxmox_clients: self.proxmox_clients.clone(),
             ..FactoryContext::default()
         };
-        self.kept.provider(target, &self.lookup, &factory).await
+        self.kept.provider(target, &*self.lookup, &factory).await
     }
 
     fn proxmox_clients(&self) -> ProxmoxClients {
@@ -133,14 +133,28 @@ pub async fn site(hint: &str, targets: &[&str], settings: Settings) -> Site {
 /// Like [`site`], with the controllers using `operator_client` (the test
 /// itself still sets up with admin rights).
 pub async fn site_as(hint: &str, targets: &[&str], settings: Settings, operator_client: kube::Client) -> Site {
-    build_site(hint, targets, settings, operator_client, true).await
+    let lookup = Arc::new(KubeLookup::new(operator_client.clone()));
+    build_site(hint, targets, settings, operator_client, lookup, true).await
+}
+
+/// Like [`site_as`], with the providers reading Secrets and ProxmoxClusters
+/// through `lookup` (e.g. one cache shared by several sites, as the
+/// operator's one process shares it among all namespaces).
+pub async fn site_with_lookup(
+    hint: &str,
+    targets: &[&str],
+    operator_client: kube::Client,
+    lookup: Arc<dyn ObjectLookup>,
+) -> Site {
+    build_site(hint, targets, Settings::default(), operator_client, lookup, true).await
 }
 
 /// A site whose controllers the test starts itself (`site.stop` is a
 /// sender nobody listens to).
 pub async fn site_idle(hint: &str, targets: &[&str]) -> Site {
     let client = TestEnv::shared().await.client();
-    build_site(hint, targets, Settings::default(), client, false).await
+    let lookup = Arc::new(KubeLookup::new(client.clone()));
+    build_site(hint, targets, Settings::default(), client, lookup, false).await
 }
 
 /// An in-test Proxmox VE API, and in `ns` its token Secret `pve-token` and
@@ -176,6 +190,7 @@ async fn build_site(
     targets: &[&str],
     settings: Settings,
     operator_client: kube::Client,
+    lookup: Arc<dyn ObjectLookup>,
     start: bool,
 ) -> Site {
     let env = TestEnv::shared().await;
@@ -201,7 +216,7 @@ async fn build_site(
     }
     let providers: Arc<dyn Providers> = Arc::new(SandboxedProviders {
         client: operator_client.clone(),
-        lookup: KubeLookup::new(operator_client.clone()),
+        lookup,
         paths,
         proxmox_clients: ProxmoxClients::default(),
         kept: KeptProviders::default(),

@@ -174,10 +174,10 @@ fn review(body: &[u8], shared: &Mutex<Shared>) -> Value {
     let answer = shared.answer.unwrap_or(Answer::Allow);
     let mut response = json!({"uid": request["uid"], "allowed": true});
     if let Answer::Refuse { code, retry_after } = answer {
-        let reason = if code == 429 {
-            "TooManyRequests"
-        } else {
-            "InternalError"
+        let reason = match code {
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            _ => "InternalError",
         };
         let mut status = json!({"code": code, "reason": reason, "message": "refused by the test's status webhook"});
         if let Some(seconds) = retry_after {

@@ -137,6 +137,7 @@ fn outcome_of(resp: proto::ApplyConfigResponse) -> Result<ExecOutcome, Failure> 
         stderr: resp.stderr,
         error,
         stdout_truncated: false,
+        signal: None,
     })
 }
 

@@ -234,9 +234,12 @@ impl KubeVirtProvider {
 }
 
 fn outcome_of(output: vrouter_qga::ExecOutput) -> ExecOutcome {
-    let error = match output.status {
-        ExitStatus::Signal(signal) => Some(format!("apply script was terminated by signal {signal}")),
-        ExitStatus::Code(_) => None,
+    let (error, signal) = match output.status {
+        ExitStatus::Signal(signal) => (
+            Some(format!("apply script was terminated by signal {signal}")),
+            Some(signal),
+        ),
+        ExitStatus::Code(_) => (None, None),
     };
     let mut stdout = output.stdout_text();
     let mut stderr = output.stderr_text();
@@ -252,6 +255,7 @@ fn outcome_of(output: vrouter_qga::ExecOutput) -> ExecOutcome {
         stderr,
         error,
         stdout_truncated: output.stdout_truncated,
+        signal,
     }
 }
 

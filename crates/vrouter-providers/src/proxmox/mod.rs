@@ -479,6 +479,7 @@ impl GuestAgent for ProxmoxProvider {
             stderr,
             error,
             stdout_truncated: api::truthy(&data.out_truncated),
+            signal: data.exitcode.is_none().then_some(data.signal).flatten(),
         }))
     }
 

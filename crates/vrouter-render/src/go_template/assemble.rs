@@ -5,7 +5,10 @@
 //! Go trim to the text itself and keeps what it removed as [`Piece::Trimmed`];
 //! here each removed run is put back, with a dash on its tag, only where tera
 //! would remove exactly that run, so the converted template keeps the Go
-//! template's layout and renders the same text.
+//! template's layout and renders the same text. A comment takes the runs its
+//! own trim markers removed inside it instead (`{# note\n#}`): tera drops the
+//! comments at the very start of a template together with their dashes, and a
+//! comment's body is never output anywhere.
 
 use std::ops::Range;
 
@@ -46,6 +49,9 @@ pub(crate) enum Piece {
         trim_left: bool,
         trim_right: bool,
         go: Range<usize>,
+        /// The quotes Go's expression wrote around the value were dropped
+        /// (`quote .x`): right only where bash or VyOS read them as quoting.
+        quotes_dropped: bool,
     },
 }
 
@@ -64,6 +70,31 @@ impl Piece {
 
     pub fn is_tag(&self) -> bool {
         matches!(self, Piece::Tag { .. } | Piece::Output { .. })
+    }
+
+    fn is_comment(&self) -> bool {
+        matches!(
+            self,
+            Piece::Tag {
+                kind: TagKind::Comment,
+                ..
+            }
+        )
+    }
+
+    /// The run a trim marker of a comment removed, when this piece is one.
+    fn trimmed_by_comment(pieces: &[Piece], i: usize) -> Option<&str> {
+        match pieces.get(i)? {
+            Piece::Trimmed {
+                text,
+                side: Side::AfterTag,
+            } if i > 0 && pieces[i - 1].is_comment() && pieces[i - 1].trims().1 => Some(text),
+            Piece::Trimmed {
+                text,
+                side: Side::BeforeTag,
+            } if pieces.get(i + 1).is_some_and(|p| p.is_comment() && p.trims().0) => Some(text),
+            _ => None,
+        }
     }
 }
 
@@ -165,7 +196,7 @@ impl Printed {
                 body,
                 go,
                 ..
-            } => ("{#", "#}", body.replace("#}", "# }"), go.clone()),
+            } => ("{#", "#}", comment_body(pieces, i, body), go.clone()),
             Piece::Output { go, .. } => {
                 let body = outputs.next().expect("one printed expression per output").clone();
                 ("{{", "}}", body, go.clone())
@@ -230,6 +261,18 @@ impl Printed {
     }
 }
 
+/// The body of the comment `pieces[i]`, holding the runs its trims removed.
+fn comment_body(pieces: &[Piece], i: usize, body: &str) -> String {
+    let before = i.checked_sub(1).and_then(|b| Piece::trimmed_by_comment(pieces, b));
+    let after = Piece::trimmed_by_comment(pieces, i + 1);
+    format!(
+        "{}{}{}",
+        before.unwrap_or(""),
+        body.replace("#}", "# }"),
+        after.unwrap_or("")
+    )
+}
+
 /// Text tera would read as a tag: it must go in `{% raw %}`.
 fn needs_raw(content: &str, followed_by_tag: bool) -> bool {
     content.contains("{{")
@@ -259,6 +302,7 @@ fn decide_node(pieces: &[Piece], start: usize, end: usize, restore: &mut [bool])
         && !text.is_empty()
         && start > 0
         && pieces[start - 1].trims().1
+        && !pieces[start - 1].is_comment()
         && !content.starts_with(char::is_whitespace)
     {
         front = Some((start, text.as_str()));
@@ -273,6 +317,7 @@ fn decide_node(pieces: &[Piece], start: usize, end: usize, restore: &mut [bool])
         && !text.is_empty()
         && followed_by_tag
         && pieces[end].trims().0
+        && !pieces[end].is_comment()
         && !content.ends_with(char::is_whitespace)
     {
         back = Some((end - 1, text.as_str()));
@@ -321,6 +366,29 @@ mod tests {
             text("b"),
         ];
         assert_eq!(assemble(&pieces, &[]).unwrap().text, "a \n{%- if x -%}\n  b");
+    }
+
+    #[test]
+    fn a_comment_holds_the_runs_its_trims_removed() {
+        let comment = Piece::Tag {
+            kind: TagKind::Comment,
+            body: "header".into(),
+            trim_left: true,
+            trim_right: true,
+            go: 0..0,
+        };
+        let pieces = [
+            comment.clone(),
+            trimmed("\n\n", Side::AfterTag),
+            text("a"),
+            trimmed(" \n", Side::BeforeTag),
+            comment,
+            text("b"),
+        ];
+        assert_eq!(
+            assemble(&pieces, &[]).unwrap().text,
+            "{# header\n\n #}a{#  \nheader #}b"
+        );
     }
 
     #[test]

@@ -32,6 +32,7 @@ mod parse;
 mod quoting;
 mod tera_expr;
 mod translate;
+mod value_quotes;
 
 use std::fmt;
 
@@ -208,6 +209,7 @@ fn print_outputs(
             trim_left,
             trim_right,
             go,
+            quotes_dropped,
         } = piece
         else {
             out.push(piece);
@@ -229,6 +231,7 @@ fn print_outputs(
             trim_left: trim_left && count == 0,
             trim_right,
             go,
+            quotes_dropped,
         });
         printed.push(text);
     }

@@ -784,19 +784,42 @@ impl Parser<'_> {
                     Node::Continue(tag)
                 })
             }
-            Some(Tok::Keyword(k @ ("template" | "define" | "block"))) => {
-                let keyword = match *k {
-                    "template" => Keyword::Template,
-                    "define" => Keyword::Define,
-                    _ => Keyword::Block,
+            Some(Tok::Keyword("template")) => Ok(Node::OtherTemplate {
+                tag,
+                keyword: Keyword::Template,
+            }),
+            Some(Tok::Keyword(k @ ("define" | "block"))) => {
+                let keyword = if *k == "define" {
+                    Keyword::Define
+                } else {
+                    Keyword::Block
                 };
-                // The rest is not parsed: it is reported as unconvertible.
+                self.other_template_body(keyword, &tag)?;
                 Ok(Node::OtherTemplate { tag, keyword })
             }
             _ => {
                 let pipe = self.pipeline(&mut toks, "command", false)?;
                 Ok(Node::Action { tag, pipe })
             }
+        }
+    }
+
+    /// Skips the body of a `define` or `block` up to its `{{end}}`, so that the
+    /// construct is reported at its own tag (its arguments are not parsed: the
+    /// whole of it is unconvertible). Its body sees only `$`, as in Go.
+    fn other_template_body(&mut self, keyword: Keyword, tag: &Tag) -> Result<()> {
+        let outer = std::mem::replace(&mut self.vars, vec!["$".to_owned()]);
+        let range_depth = std::mem::take(&mut self.range_depth);
+        let (_, stop) = self.list()?;
+        self.vars = outer;
+        self.range_depth = range_depth;
+        match stop {
+            Stop::End(_) => Ok(()),
+            Stop::Else(t, _) => fail(t.span.start, "unexpected {{else}}"),
+            Stop::Eof => fail(
+                tag.span.start,
+                format!("unexpected EOF: {{{{{}}}}} has no {{{{end}}}}", keyword.as_str()),
+            ),
         }
     }
 
@@ -1250,6 +1273,34 @@ mod tests {
         };
         assert_eq!(body, " note ");
         assert!(tag.trim_left && tag.trim_right);
+    }
+
+    #[test]
+    fn define_and_block_end_with_their_own_end() {
+        let nodes =
+            parse("{{ define \"x\" }}{{ if .a }}{{ $y := 1 }}{{ end }}{{ end }}b{{ block \"z\" . }}{{ end }}").unwrap();
+        assert!(matches!(
+            nodes.as_slice(),
+            [
+                Node::OtherTemplate {
+                    keyword: Keyword::Define,
+                    ..
+                },
+                Node::Text { .. },
+                Node::OtherTemplate {
+                    keyword: Keyword::Block,
+                    ..
+                }
+            ]
+        ));
+        // A define's body sees only `$`.
+        let err = parse("{{ $v := 1 }}{{ define \"x\" }}{{ $v }}{{ end }}").unwrap_err();
+        assert!(err.message.contains("undefined variable"), "{err:?}");
+        let err = parse("{{ define \"x\" }}a").unwrap_err();
+        assert_eq!(
+            (err.at, err.message.as_str()),
+            (0, "unexpected EOF: {{define}} has no {{end}}")
+        );
     }
 
     #[test]

@@ -201,6 +201,21 @@ impl Lexer {
     fn output(&mut self, pieces: &mut Vec<Piece>, i: usize, at: usize) -> Result<usize, Unconvertible> {
         match self.state {
             State::Single | State::Double => {
+                if matches!(
+                    pieces[i],
+                    Piece::Output {
+                        quotes_dropped: true,
+                        ..
+                    }
+                ) {
+                    let quote = self.region.as_ref().map_or('"', |r| r.quote);
+                    return Err(Unconvertible {
+                        at,
+                        construct: format!("{quote}{{{{ … }}}}{quote}"),
+                        reason: "the quotes this expression writes are inside quotes the template wrote, so                                  the Go operator's value kept them; values are quoted automatically: write                                  the expression without the outer quotes, or the value with its quotes as a param"
+                            .into(),
+                    });
+                }
                 if let Some(r) = self.region.as_mut() {
                     r.outputs += 1;
                 }
@@ -333,6 +348,7 @@ fn close(
         trim_left: false,
         trim_right: false,
         go: go_start..go_end,
+        quotes_dropped: false,
     };
     pieces.splice(open_piece..=close_piece, [before, output, after]);
     Ok(open_piece + 2)
@@ -557,6 +573,7 @@ impl Word {
             trim_left: self.trim_left,
             trim_right: self.trim_right,
             go: self.go,
+            quotes_dropped: false,
         }
     }
 }

@@ -14,6 +14,7 @@ use super::assemble::{Piece, Side, TagKind};
 use super::functions;
 use super::parse::{Branch, Keyword, Node, Number, Operand, Pipeline, Tag, Term, is_go_space};
 use super::tera_expr::{Inexpressible, Path, Printer, Seg, Slot, Te, is_variable_name};
+use super::value_quotes;
 use super::{Note, Problem};
 
 /// Whether an expression's value or only its truth is needed.
@@ -54,6 +55,13 @@ pub(crate) struct Translator<'s> {
     prelude: Vec<String>,
     /// The top-level params this translation read.
     pub params_read: HashSet<String>,
+    /// The tera variables set to a value holding quotes the template wrote
+    /// (`$d := quote .x`): writing one is refused (see `value_quotes`).
+    quoted_vars: HashSet<String>,
+    /// The tera variables that hold Go's own values, never a param's
+    /// `json.Number`: a range's key (an index or a map key) and the counter of
+    /// `range N`.
+    pub go_valued_vars: HashSet<String>,
     /// Inside the `else` of a `range`: tera applies no whitespace control in a
     /// for loop's `else` body (tera 1.20), so Go's trims stay applied to the text
     /// and no tag gets a dash.
@@ -99,6 +107,8 @@ impl<'s> Translator<'s> {
             counters: HashMap::new(),
             prelude: Vec::new(),
             params_read: HashSet::new(),
+            quoted_vars: HashSet::new(),
+            go_valued_vars: HashSet::new(),
             no_dashes: 0,
         };
         t.index(nodes);
@@ -315,6 +325,7 @@ impl<'s> Translator<'s> {
     fn bind(&mut self, pipe: &Pipeline, te: Te) -> Result<Vec<String>> {
         let (name, span) = &pipe.vars[pipe.vars.len() - 1];
         let value = self.print(&te, Slot::Value, pipe.span.start)?;
+        let holds_quotes = value_quotes::writer(&te, &self.quoted_vars).is_some();
         if pipe.assign {
             let Some(var) = self.vars.iter().rev().find(|v| &v.go == name).cloned() else {
                 return unconvertible(
@@ -338,9 +349,16 @@ impl<'s> Translator<'s> {
                      tera can only assign a loop's own variables or the template's top-level ones",
                 );
             };
+            if holds_quotes {
+                self.quoted_vars.insert(tera.clone());
+            }
+            self.go_valued_vars.remove(&tera);
             Ok(vec![format!("{verb} {tera} = {value}")])
         } else {
             let tera = self.declare(name);
+            if holds_quotes {
+                self.quoted_vars.insert(tera.clone());
+            }
             Ok(vec![format!("set {tera} = {value}")])
         }
     }
@@ -376,21 +394,8 @@ impl<'s> Translator<'s> {
         if let Some((format, args)) = self.printf_parts(pipe)? {
             return self.split_printf(tag, &format, args, pipe.span.start);
         }
-        let mut te = self.pipeline(pipe, Ctx::Value)?;
-        // `quote`/`squote` around an output: the engine quotes values itself.
-        if let Te::Filter(input, name, args) = &te
-            && (name == "quote" || name == "squote")
-            && args.is_empty()
-        {
-            self.note(
-                pipe.span.start,
-                format!(
-                    "`{name}` was dropped: values are quoted automatically for where they are written \
-                     (the Go operator's quoting did not escape quotes or `$` inside the value)"
-                ),
-            );
-            te = (**input).clone();
-        }
+        let te = self.pipeline(pipe, Ctx::Value)?;
+        let (te, quotes_dropped) = self.written_value(te, tag, pipe.span.start)?;
         let prelude: Vec<String> = self.prelude.drain(..).collect();
         let count = prelude.len();
         for (i, body) in prelude.into_iter().enumerate() {
@@ -408,8 +413,42 @@ impl<'s> Translator<'s> {
             trim_left: tag.trim_left && count == 0 && dashes,
             trim_right: tag.trim_right && dashes,
             go: tag.span.clone(),
+            quotes_dropped,
         });
         Ok(())
+    }
+
+    /// A value an output writes, without the quotes Go wrote around all of it
+    /// (noted); refused where quotes the template wrote are inside it. Whether
+    /// quotes were dropped is returned with it.
+    fn written_value(&mut self, te: Te, tag: &Tag, at: usize) -> Result<(Te, bool)> {
+        let (te, dropped) = match value_quotes::unwrap(&te) {
+            Some((inner, function)) => {
+                self.note(
+                    at,
+                    format!(
+                        "the quotes `{function}` wrote were dropped: values are quoted automatically for where \
+                         they are written, so bash or VyOS reads the value Go's quotes held (and a `$` or a quote \
+                         inside it is no longer read as code)"
+                    ),
+                );
+                (inner, true)
+            }
+            None => (te, false),
+        };
+        if let Some(writer) = value_quotes::writer(&te, &self.quoted_vars) {
+            let construct: String = self.text_of(&tag.span).chars().take(60).collect();
+            return unconvertible(
+                tag.span.start,
+                construct,
+                format!(
+                    "{writer} writes quote characters into the value: the Go operator's output had bash or \
+                     VyOS read them as quoting, but values are quoted automatically here, so they would \
+                     reach VyOS as part of the value; write the quotes in the template text or drop them"
+                ),
+            );
+        }
+        Ok((te, dropped))
     }
 
     /// A constant output: text that no trim of its own tag touches.
@@ -471,9 +510,14 @@ impl<'s> Translator<'s> {
             pos = range.end;
         }
         literal.push_str(&format[pos..]);
-        if literal
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '@' | '%' | '+' | ',' | '-'))
+        // A `%q`, or a quoted argument, is split out too: the quotes are dropped
+        // from the value it writes.
+        let quotes =
+            parts.iter().any(|(_, verb)| verb == "%q") || args.iter().any(|a| value_quotes::unwrap(a).is_some());
+        if !quotes
+            && literal
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '@' | '%' | '+' | ',' | '-'))
         {
             return Ok(None);
         }
@@ -493,6 +537,9 @@ impl<'s> Translator<'s> {
                 });
             }
             let arg = args.next().expect("one argument per verb");
+            if let Some(reason) = functions::verb_refusal(&verb, &arg, &self.go_valued_vars) {
+                return unconvertible(at, "printf", reason);
+            }
             let te = if verb == "%s" || verb == "%v" {
                 arg
             } else {
@@ -501,11 +548,13 @@ impl<'s> Translator<'s> {
                     vec![("format", Te::Str(verb.clone())), ("args", Te::Array(vec![arg]))],
                 )
             };
+            let (te, quotes_dropped) = self.written_value(te, tag, at)?;
             outputs.push(Piece::Output {
                 te,
                 trim_left: false,
                 trim_right: false,
                 go: tag.span.clone(),
+                quotes_dropped,
             });
             pos = range.end;
         }
@@ -515,7 +564,6 @@ impl<'s> Translator<'s> {
                 go: tag.span.clone(),
             });
         }
-        let _ = at;
         let prelude: Vec<String> = self.prelude.drain(..).collect();
         for body in prelude {
             self.push_tag(TagKind::Statement, body, false, false, tag.span.clone());
@@ -673,6 +721,7 @@ impl<'s> Translator<'s> {
                 Some((go, _)) => self.declare(go),
                 None => self.fresh("i"),
             };
+            self.go_valued_vars.insert(name.clone());
             return Ok((
                 vec![format!("for {name} in range(end={n})")],
                 Dot::Value(Path::var(name)),
@@ -692,6 +741,7 @@ impl<'s> Translator<'s> {
         let entry = self.fresh("entry");
         let c = self.print(&container.filter("entries", vec![]), Slot::Container, at)?;
         let key = self.declare(&pipe.vars[0].0);
+        self.go_valued_vars.insert(key.clone());
         let value = self.declare(&pipe.vars[1].0);
         Ok((
             vec![

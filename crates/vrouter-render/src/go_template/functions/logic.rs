@@ -1,5 +1,5 @@
-//! Logic, comparison and defaults: `and`, `or`, `not`, `eq`…, `default`,
-//! `coalesce`, `ternary`, `fail`.
+//! Logic and defaults: `and`, `or`, `not`, `default`, `coalesce`, `ternary`,
+//! `fail`.
 
 use super::{Call, Result};
 use crate::go_template::tera_expr::Te;
@@ -32,42 +32,6 @@ pub(super) fn and_or(c: &mut Call<'_, '_>) -> Result<Te> {
 pub(super) fn not(c: &mut Call<'_, '_>) -> Result<Te> {
     c.arity(1, 1)?;
     Ok(c.pop().not())
-}
-
-pub(super) fn eq(c: &mut Call<'_, '_>) -> Result<Te> {
-    c.arity(2, usize::MAX)?;
-    let mut args = c.take_all();
-    let first = args.remove(0);
-    if args.iter().all(|a| matches!(a, Te::Str(_))) && args.len() > 1 {
-        return Ok(Te::In(Box::new(first), Box::new(Te::Array(args))));
-    }
-    let mut cmps: Vec<Te> = args
-        .into_iter()
-        .map(|a| Te::Cmp("==", Box::new(first.clone()), Box::new(a)))
-        .collect();
-    Ok(if cmps.len() == 1 {
-        cmps.pop().expect("one")
-    } else {
-        Te::Or(cmps)
-    })
-}
-
-/// `ne`, `lt`, `le`, `gt`, `ge`.
-pub(super) fn compare(c: &mut Call<'_, '_>) -> Result<Te> {
-    c.arity(2, 2)?;
-    let op = match c.name {
-        "ne" => "!=",
-        "lt" => "<",
-        "le" => "<=",
-        "gt" => ">",
-        _ => ">=",
-    };
-    if c.name != "ne" && c.args.iter().any(|a| matches!(a, Te::Str(_))) {
-        return c.refuse("tera orders only numbers with < and >, and this compares strings");
-    }
-    let r = c.pop();
-    let l = c.pop();
-    Ok(Te::Cmp(op, Box::new(l), Box::new(r)))
 }
 
 pub(super) fn default(c: &mut Call<'_, '_>) -> Result<Te> {

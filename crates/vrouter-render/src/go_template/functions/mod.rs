@@ -8,6 +8,7 @@
 
 mod builtins;
 mod collections;
+mod comparison;
 mod logic;
 mod numbers;
 mod regex;
@@ -16,6 +17,8 @@ mod strings;
 use super::parse::Term;
 use super::tera_expr::{Seg, Te};
 use super::translate::{Ctx, Translator, Unconvertible, unconvertible};
+
+pub(crate) use builtins::verb_refusal;
 
 type Result<T> = std::result::Result<T, Unconvertible>;
 
@@ -169,8 +172,8 @@ const HANDLERS: &[(&[&str], Handler)] = &[
     // logic, comparison and defaults
     (&["and", "or"], logic::and_or),
     (&["not", "empty"], logic::not),
-    (&["eq"], logic::eq),
-    (&["ne", "lt", "le", "gt", "ge"], logic::compare),
+    (&["eq"], comparison::eq),
+    (&["ne", "lt", "le", "gt", "ge"], comparison::compare),
     (&["default"], logic::default),
     (&["coalesce"], logic::coalesce),
     (&["ternary"], logic::ternary),
