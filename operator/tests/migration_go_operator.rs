@@ -9,8 +9,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -18,8 +16,9 @@ use kube::api::ListParams;
 use kube::core::ObjectMeta;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTemplate};
 use vrouter_test_apiserver::{Options, TestEnv, TestNamespace};
-use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
+use vrouter_test_peers::daemon::{AgentFlags, Daemon};
 
+use common::go_migration::{self as migration, binding_ready, convert_and_apply, kubectl, repository_root, runs};
 use common::go_operator::{self, GoOperator, LEASE};
 use common::replica_process::ReplicaProcess;
 use common::{final_phase, wait_for};
@@ -29,70 +28,12 @@ use common::{final_phase, wait_for};
 const GO_MANAGER: &str = "vrouter-operator-go";
 const ROUTERS: [&str; 2] = ["edge-1", "edge-2"];
 
-/// A site as a Go operator user writes it: one template in Go syntax, shared
-/// params, a daemon target per router, one binding.
 fn go_site(daemon: &Daemon, dns: &str) -> String {
-    let targets: String = ROUTERS
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            format!(
-                "---\napiVersion: vrouter.kojuro.date/v1\nkind: VRouterTarget\nmetadata:\n  name: {name}\nspec:\n\
-                 \x20 provider:\n    type: vrouter-daemon\n    daemon:\n      address: {address}\n      agentID: {name}\n\
-                 \x20 params:\n    hostname: {name}\n    routerId: 192.0.2.{}\n",
-                11 + i,
-                address = daemon.address(),
-            )
-        })
-        .collect();
-    format!(
-        "apiVersion: vrouter.kojuro.date/v1\nkind: VRouterTemplate\nmetadata:\n  name: bgp-router\nspec:\n\
-         \x20 commands: |\n\
-         \x20   set system host-name {{{{ .hostname }}}}\n\
-         \x20   set system name-server {{{{ default \"192.0.2.53\" .dnsServer }}}}\n\
-         \x20   set protocols bgp system-as {{{{ .asn }}}}\n\
-         \x20   set protocols bgp parameters router-id {{{{ .routerId }}}}\n\
-         \x20   {{{{- range .neighbors }}}}\n\
-         \x20   set protocols bgp neighbor {{{{ .ip }}}} remote-as {{{{ .remoteAs }}}}\n\
-         \x20   {{{{- end }}}}\n\
-         ---\napiVersion: vrouter.kojuro.date/v1\nkind: VRouterParams\nmetadata:\n  name: bgp-defaults\nspec:\n\
-         \x20 params:\n    asn: 65000\n    dnsServer: {dns}\n    neighbors:\n      - ip: 192.0.2.1\n        remoteAs: 64512\n\
-         \x20     - ip: 192.0.2.2\n        remoteAs: 64513\n\
-         ---\napiVersion: vrouter.kojuro.date/v1\nkind: VRouterBinding\nmetadata:\n  name: site-a\nspec:\n\
-         \x20 templateRefs:\n    - name: bgp-router\n  paramsRefs:\n    - name: bgp-defaults\n  targetRefs:\n\
-         {refs}{targets}",
-        refs = ROUTERS.map(|r| format!("    - name: {r}\n")).concat(),
-    )
+    migration::go_site(daemon, &ROUTERS, 11, dns)
 }
 
-/// `kubectl` of the API server's release against `env`, as the guide runs
-/// it; panics with its output when it fails.
-fn kubectl(env: &TestEnv, args: &[&str]) -> String {
-    let binary = vrouter_test_apiserver::kubectl().unwrap_or_else(|e| panic!("kubectl: {e}"));
-    let output = Command::new(binary)
-        .arg(format!("--kubeconfig={}", env.kubeconfig_path().display()))
-        .args(args)
-        .output()
-        .expect("run kubectl");
-    let (out, err) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(output.status.success(), "kubectl {args:?}: {out}{err}");
-    out.into_owned()
-}
-
-fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-/// How many times each router ran an apply: the stub `vbash` logs one
-/// `configure` per script the agent ran.
-fn runs(agents: &[Agent]) -> Vec<usize> {
-    agents
-        .iter()
-        .map(|a| a.sandbox().calls().iter().filter(|c| *c == "configure").count())
-        .collect()
+async fn lease_holder(ns: &TestNamespace) -> Option<String> {
+    migration::lease_holder(&ns.api::<Lease>(), LEASE).await
 }
 
 /// Every field manager that wrote `meta`'s object.
@@ -127,40 +68,6 @@ async fn nothing_written_by_ours(ns: &TestNamespace) {
     );
     let statuses = ns.api::<VRouterStatus>().list(&lp).await.unwrap();
     assert!(statuses.items.is_empty(), "{:?}", statuses.items);
-}
-
-/// The binding's Ready condition: status and message.
-async fn binding_ready(ns: &TestNamespace) -> Option<(String, String)> {
-    let binding = ns.api::<VRouterBinding>().get("site-a").await.ok()?;
-    let ready = binding.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
-    Some((ready.status, ready.message))
-}
-
-/// `vrouter-operator convert --in-place` on the manifest, then `kubectl
-/// apply` of it, as the guide's section 1 and step 4 do.
-fn convert_and_apply(env: &TestEnv, ns: &TestNamespace, manifest: &Path) {
-    let convert = Command::new(env!("CARGO_BIN_EXE_vrouter-operator"))
-        .args(["convert", "--in-place"])
-        .arg(manifest)
-        .output()
-        .unwrap();
-    assert_eq!(
-        convert.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&convert.stderr)
-    );
-    kubectl(env, &["apply", "-n", ns.name(), "-f", manifest.to_str().unwrap()]);
-}
-
-async fn lease_holder(ns: &TestNamespace) -> Option<String> {
-    ns.api::<Lease>()
-        .get_opt(LEASE)
-        .await
-        .ok()??
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
 }
 
 /// Waits until the Go operator reports every config Applied for

@@ -27,6 +27,22 @@ const HOW_TO_GET_IT: &str = "the Go vrouter-operator is built by `cargo xtask te
 /// The Go operator's leader-election Lease (its `LeaderElectionID`).
 pub const LEASE: &str = "d9121dda.kojuro.date";
 
+/// Where the Go operator's webhook server listens: controller-runtime's
+/// default port, on every address; its `main.go` has no flag for it.
+pub const WEBHOOK_PORT: u16 = 9443;
+
+/// The directory of one run: its log (and certificates).
+fn private_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("vrouter-go-operator-")
+        .tempdir()
+        .unwrap()
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
 pub struct GoOperator {
     child: Child,
     dir: tempfile::TempDir,
@@ -55,23 +71,66 @@ impl GoOperator {
     /// (`ENABLE_WEBHOOKS=false`, which its `main.go` reads), metrics over
     /// plain HTTP and probes on free loopback ports.
     pub fn start(env: &TestEnv, namespace: &str) -> GoOperator {
+        let (metrics, health) = (loopback(free_port()), loopback(free_port()));
+        let args = [
+            "--leader-elect".to_owned(),
+            format!("--metrics-bind-address={metrics}"),
+            "--metrics-secure=false".to_owned(),
+            format!("--health-probe-bind-address={health}"),
+        ];
+        let vars = [("ENABLE_WEBHOOKS", "false")];
+        Self::spawn(private_dir(), namespace, env.kubeconfig_path(), &args, &vars, health)
+    }
+
+    /// Starts the Go operator as the pod of its kustomize Deployment in
+    /// `namespace` runs it: that Deployment's `args` (webhooks on), with
+    /// `kubeconfig` (its ServiceAccount's token). What the pod gets from
+    /// its own network namespace and volumes is given on the loopback
+    /// instead: each `:PORT` address becomes a free loopback port, and the
+    /// `--webhook-cert-path` directory (the mounted Secret cert-manager
+    /// fills) holds the harness's serving certificate for 127.0.0.1. The
+    /// webhook server listens on [`WEBHOOK_PORT`].
+    pub fn start_as_deployment(env: &TestEnv, namespace: &str, kubeconfig: &Path, args: &[String]) -> GoOperator {
+        let dir = private_dir();
+        let certs = dir.path().join("serving-certs");
+        std::fs::create_dir(&certs).unwrap();
+        std::fs::write(certs.join("tls.crt"), env.webhook_tls().cert_pem()).unwrap();
+        std::fs::write(certs.join("tls.key"), env.webhook_tls().key_pem()).unwrap();
+        let mut health = None;
+        let args: Vec<String> = args
+            .iter()
+            .map(|arg| match arg.split_once('=') {
+                Some((flag, address)) if address.starts_with(':') => {
+                    let local = loopback(free_port());
+                    if flag == "--health-probe-bind-address" {
+                        health = Some(local);
+                    }
+                    format!("{flag}={local}")
+                }
+                Some(("--webhook-cert-path", _)) => format!("--webhook-cert-path={}", certs.display()),
+                _ => arg.clone(),
+            })
+            .collect();
+        let health = health.unwrap_or_else(|| panic!("the Deployment's args name no probe address: {args:?}"));
+        Self::spawn(dir, namespace, kubeconfig, &args, &[], health)
+    }
+
+    fn spawn(
+        dir: tempfile::TempDir,
+        namespace: &str,
+        kubeconfig: &Path,
+        args: &[String],
+        vars: &[(&str, &str)],
+        health: SocketAddr,
+    ) -> Self {
         let binary = vrouter_test_apiserver::go_operator()
             .unwrap_or_else(|e| panic!("cannot start the Go vrouter-operator: {e}; {HOW_TO_GET_IT}"));
-        let dir = tempfile::Builder::new()
-            .prefix("vrouter-go-operator-")
-            .tempdir()
-            .unwrap();
         let log = std::fs::File::create(dir.path().join("operator.log")).unwrap();
-        let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
-        let (metrics, health) = (loopback(free_port()), loopback(free_port()));
         let child = in_pod_namespace(namespace)
             .arg(&binary)
-            .arg("--leader-elect")
-            .arg(format!("--metrics-bind-address={metrics}"))
-            .arg("--metrics-secure=false")
-            .arg(format!("--health-probe-bind-address={health}"))
-            .env("KUBECONFIG", env.kubeconfig_path())
-            .env("ENABLE_WEBHOOKS", "false")
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .envs(vars.iter().copied())
             .env_remove("KUBERNETES_SERVICE_HOST")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -114,6 +173,15 @@ impl GoOperator {
     /// Lease nor finishes anything it was doing.
     pub fn kill(&mut self) {
         self.child.kill().expect("SIGKILL the Go operator");
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, as the kubelet stops the pod of a deleted Deployment, and
+    /// waits for it to exit. (The process is the Go binary itself: `unshare`
+    /// and the shell exec it.)
+    pub fn terminate(&mut self) {
+        let status = Command::new("kill").arg(self.child.id().to_string()).status();
+        assert!(status.is_ok_and(|s| s.success()), "SIGTERM the Go operator");
         let _ = self.child.wait();
     }
 }
