@@ -148,7 +148,14 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
         assert_eq!(phase, Phase::Applied, "{message}\n{}", go.log());
         assert_eq!(condition.map(|c| c.0).as_deref(), Some("True"));
     }
-    assert_eq!(runs(&agents), [1, 1], "the Go operator applied each router once");
+    // The Go operator now and then runs a new config twice within a second
+    // (its own behaviour, not under test here): what follows counts from
+    // what it actually ran.
+    let first = runs(&agents);
+    assert!(
+        first.iter().all(|&n| n >= 1),
+        "the Go operator applied each router: {first:?}"
+    );
     // The Go operator's binding settles too before it stops, so the next
     // Ready=False is this operator's.
     wait_for(
@@ -184,7 +191,13 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
     wait_for(
         "the Go operator to apply the change",
         Duration::from_secs(120),
-        || async { (runs(&agents) == [2, 2]).then_some(()) },
+        || async {
+            runs(&agents)
+                .iter()
+                .zip(&first)
+                .all(|(now, before)| now > before)
+                .then_some(())
+        },
     )
     .await;
     applied_as_of_generation(&ns, 2).await;
@@ -192,7 +205,12 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
     tokio::time::sleep(Duration::from_secs(12)).await;
     assert_eq!(lease_holder(&ns).await.as_deref(), Some(go_holder.as_str()));
     nothing_written_by_ours(&ns).await;
-    assert_eq!(runs(&agents), [2, 2], "only the Go operator applied while it leads");
+    let go_runs = runs(&agents);
+    assert!(
+        go_runs.iter().zip(&first).all(|(now, before)| now > before),
+        "only the Go operator applied while it leads: {first:?} then {go_runs:?}"
+    );
+    let once_more: Vec<usize> = go_runs.iter().map(|n| n + 1).collect();
     let applied_generations = generations(&ns).await;
 
     // Guide step 3: the Go operator stops (a crash: its Lease expires).
@@ -245,13 +263,13 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
         applied_generations,
         "the rendering changed a config"
     );
-    assert_eq!(runs(&agents), [2, 2], "a router applied again after the takeover");
+    assert_eq!(runs(&agents), go_runs, "a router applied again after the takeover");
 
     // A later change: applied once per router, by this operator.
     std::fs::write(&site, go_site(&daemon, "192.0.2.54")).unwrap();
     convert_and_apply(&env, &ns, &site);
     wait_for("each router to apply the change", Duration::from_secs(120), || async {
-        (runs(&agents) == [3, 3]).then_some(())
+        (runs(&agents) == once_more).then_some(())
     })
     .await;
     for router in ROUTERS {
@@ -268,7 +286,7 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
     }
     // The configs settle: no second apply of the change.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(runs(&agents), [3, 3]);
+    assert_eq!(runs(&agents), once_more);
 
     // A Go replica started again (a rollback of the switch, a stale
     // Deployment) waits in turn: this operator renews the Lease in the form
@@ -293,5 +311,5 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
         again.log()
     );
     assert_eq!(lease_holder(&ns).await.as_deref(), Some("rust-replica"));
-    assert_eq!(runs(&agents), [3, 3]);
+    assert_eq!(runs(&agents), once_more);
 }
