@@ -526,6 +526,40 @@ async fn template_syntax_is_checked_with_the_rendering_engine() {
     create::<VRouterTemplate>(&ns, template("fine")).await.unwrap();
 }
 
+/// `loops` nested `for` loops around `lines` lines of `set` commands.
+fn nested_template(loops: usize, lines: usize) -> String {
+    let mut source = String::new();
+    for level in 0..loops {
+        source.push_str(&format!("{{% for l{level} in lists.l{level} %}}\n"));
+    }
+    for line in 0..lines {
+        source.push_str(&format!("set nat rule {line} source {{{{ v }}}}\n"));
+    }
+    source.push_str(&"{% endfor %}\n".repeat(loops));
+    source
+}
+
+/// Issue 42: the check's cost doubled with every nested loop, so 14 nested
+/// loops around 10 lines held the review past the API server's webhook timeout
+/// (and the operator's one async worker with it). It is admitted now.
+#[tokio::test]
+async fn a_deeply_nested_template_is_admitted() {
+    let ns = setup("wh-deep-template").await;
+    let commands = nested_template(14, 10);
+    create::<VRouterTemplate>(
+        &ns,
+        json!({"metadata": {"name": "deep"}, "spec": {"commands": commands}}),
+    )
+    .await
+    .unwrap();
+    let message = denied::<VRouterTemplate>(
+        &ns,
+        json!({"metadata": {"name": "quoted"}, "spec": {"commands": commands.replace("{{ v }}", "'{{ v }}'")}}),
+    )
+    .await;
+    assert_mentions(&message, &["spec.commands:", "`quoted`", "inside quotes"]);
+}
+
 /// The Go operator's users bring Go templates: admission says what they are,
 /// shows the tera form, and names the converter; what `vrouter-operator
 /// convert` writes is admitted.

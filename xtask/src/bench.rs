@@ -8,6 +8,7 @@
 //! operator's dependencies.
 
 mod scale;
+mod template_review;
 
 use crate::cargo_step;
 use std::collections::BTreeMap;
@@ -44,6 +45,16 @@ pub struct Options {
     /// criterion measurement time per benchmark, in seconds.
     #[arg(long, default_value_t = 3)]
     pub measurement_secs: u64,
+    /// Run only this section and rewrite only its part of docs/benchmarks.md.
+    #[arg(long, value_enum)]
+    pub only: Option<Section>,
+}
+
+/// A section of docs/benchmarks.md that can be measured on its own.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Section {
+    /// The admission check of the worst template the limits allow.
+    TemplateReview,
 }
 
 /// Budgets of the benchmarks this issue added, in milliseconds; the other
@@ -58,6 +69,12 @@ const APPLY_MEDIAN_BUDGET_S: f64 = 1.0;
 const CRITERION_ARGS: &str = "--warm-up-time 1 --sample-size 10";
 
 pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
+    if let Some(Section::TemplateReview) = options.only {
+        let page = root.join("docs/benchmarks.md");
+        template_review::update_page(root, &page)?;
+        println!("==> rewrote the template review section of {}", page.display());
+        return Ok(());
+    }
     crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
     crate::testenv_bins::run(root)?;
     crate::oracles::run(root)?;
@@ -71,7 +88,7 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
     let criterion = read_criterion(&target_dir(root).join("criterion"), since)?;
     let criterion_secs = started.elapsed().as_secs();
 
-    let injection_section = injection_run(root)?;
+    let injection_section = injection_run(root)? + &template_review::run(root)?;
     let scale = scale_runs(options)
         .iter()
         .map(|run| scale::measure(root, run))

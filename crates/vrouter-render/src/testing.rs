@@ -379,3 +379,5 @@ fn quote_path(path: &Path) -> String {
 pub mod config_boot {
     pub use crate::config_boot::{Node, parse_cparse, parse_vyos1x, skeleton, values};
 }
+
+pub mod template_cost;

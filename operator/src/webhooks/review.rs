@@ -11,7 +11,7 @@ use vrouter_api::manifest::Manifest;
 use vrouter_api::validate::{self, Findings, Violation};
 use vrouter_render::TemplateEngine;
 
-use super::references;
+use super::{off_runtime, references};
 use crate::metrics::{Metrics, WebhookLabels};
 
 /// What the webhook needs to answer reviews.
@@ -31,7 +31,8 @@ fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, String> {
 
 impl Admission {
     /// Findings for a create or update of `object` of kind `kind`: the
-    /// object's own rules, then what only the API server can tell (its
+    /// object's own rules (on the blocking pool, within
+    /// [`off_runtime::RULES_DEADLINE`]), then what only the API server can tell (its
     /// references exist, the namespaces it reaches granted it).
     async fn validate(&self, kind: &str, object: &DynamicObject) -> Result<Findings, String> {
         let manifest = match kind {
@@ -44,7 +45,20 @@ impl Admission {
             // VRouterParams: a schemaless block has nothing to check on write.
             _ => return Ok(Findings::default()),
         };
-        let mut findings = validate::manifest(&manifest, &self.templates);
+        let templates = self.templates.clone();
+        let checked = off_runtime::run(off_runtime::RULES_DEADLINE, move || {
+            let findings = validate::manifest(&manifest, &templates);
+            (manifest, findings)
+        })
+        .await;
+        let (manifest, mut findings) = match checked {
+            Ok(checked) => checked,
+            Err(message) => {
+                let mut findings = Findings::default();
+                findings.deny("spec", message);
+                return Ok(findings);
+            }
+        };
         findings
             .denials
             .extend(references::cluster_denials(&self.client, &manifest).await);

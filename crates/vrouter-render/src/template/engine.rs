@@ -116,13 +116,7 @@ impl TemplateEngine {
         let compiled = self
             .compile(&id, "check", source)
             .map_err(|e| explain_go(&id, source, e))?;
-        paths::check(&compiled.template.ast, kind, writer(kind)).map_err(|(interpolation, placement)| {
-            TemplateError::MisplacedInterpolation {
-                location: compiled.location(interpolation),
-                template: id.clone(),
-                placement,
-            }
-        })?;
+        self.paths_check(&id, source, &compiled, &mut paths::Work::default())?;
         Ok(compiled
             .interpolations
             .into_iter()
@@ -180,12 +174,53 @@ impl TemplateEngine {
             kind,
         };
         let compiled = self.compile(&id, "check", source)?;
-        paths::check(&compiled.template.ast, kind, writer(kind)).map_err(|(interpolation, placement)| {
-            TemplateError::MisplacedInterpolation {
+        self.paths_check(&id, source, &compiled, &mut paths::Work::default())
+    }
+
+    /// How much work [`TemplateEngine::review`]'s path check does on `source`
+    /// (for tests that prove it linear), with its outcome.
+    #[cfg(feature = "test-support")]
+    pub(crate) fn review_work(
+        &self,
+        kind: TemplateKind,
+        source: &str,
+    ) -> Result<(paths::Work, Result<(), TemplateError>), TemplateError> {
+        let id = TemplateId {
+            name: "measured".to_owned(),
+            kind,
+        };
+        let compiled = self.compile(&id, "check", source)?;
+        let mut work = paths::Work::default();
+        let outcome = self.paths_check(&id, source, &compiled, &mut work);
+        Ok((work, outcome))
+    }
+
+    /// The placement check along the compiled template's paths.
+    fn paths_check(
+        &self,
+        id: &TemplateId,
+        source: &str,
+        compiled: &Compiled,
+        work: &mut paths::Work,
+    ) -> Result<(), TemplateError> {
+        let review = paths::Review {
+            kind: id.kind,
+            writer: writer(id.kind),
+            max_walk_bytes: self.limits.max_review_bytes,
+        };
+        paths::check(&compiled.template.ast, review, work).map_err(|refused| match refused {
+            paths::Refused::Misplaced(interpolation, placement) => TemplateError::MisplacedInterpolation {
                 location: compiled.location(interpolation),
                 template: id.clone(),
                 placement,
-            }
+            },
+            paths::Refused::TooLarge { for_ordinal } => TemplateError::LimitExceeded {
+                template: id.clone(),
+                limit: Limit::ReviewText {
+                    limit: self.limits.max_review_bytes,
+                },
+                location: for_ordinal.and_then(|n| for_tag_location(source, n)),
+            },
         })
     }
 
@@ -472,6 +507,15 @@ fn locate_in_tags(source: &str, segments: &[scan::Segment], needle: &str) -> Opt
             let inner = &source[s.inner.clone()];
             find_word(inner, needle).map(|at| scan::location(source, s.inner.start + at))
         })
+}
+
+/// Where the `n`th (from 0) `{% for %}` tag of `source` starts.
+fn for_tag_location(source: &str, n: usize) -> Option<Location> {
+    scan::segments(source)
+        .iter()
+        .filter(|s| s.kind == SegmentKind::Statement && scan::first_word(&source[s.inner.clone()]) == "for")
+        .nth(n)
+        .map(|s| scan::location(source, s.span.start))
 }
 
 fn find_word(haystack: &str, word: &str) -> Option<usize> {

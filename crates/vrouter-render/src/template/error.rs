@@ -110,6 +110,15 @@ pub enum Limit {
         /// How many elements the call asked for.
         requested: u128,
     },
+    /// [`crate::Limits::max_review_bytes`]
+    #[error(
+        "the admission check's limit of {limit} bytes of text along one path (each `for` read up to twice; \
+         nest fewer loops or split the template)"
+    )]
+    ReviewText {
+        /// The limit.
+        limit: usize,
+    },
     /// [`crate::Limits::time_limit`]
     #[error("the time limit of {limit:?}")]
     Time {

@@ -33,6 +33,10 @@ pub struct Limits {
     pub max_loop_iterations: u64,
     /// Most elements `range` may produce.
     pub max_range_len: usize,
+    /// Most text the admission check writes along one control-flow path of a
+    /// template (literal text, and a sentinel word per value; each `for` walked
+    /// up to twice). Bounds the check's time and memory.
+    pub max_review_bytes: usize,
     /// Wall-clock budget of one render, checked at every loop iteration, filter,
     /// function and write: a safety net behind the deterministic bounds above.
     pub time_limit: Duration,
@@ -49,6 +53,7 @@ impl Default for Limits {
             max_value_bytes: MAX_RENDERED_BYTES,
             max_loop_iterations: 100_000,
             max_range_len: 10_000,
+            max_review_bytes: 1024 * 1024,
             time_limit: Duration::from_secs(2),
         }
     }
