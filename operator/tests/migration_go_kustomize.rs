@@ -17,182 +17,32 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
-use serde_json::json;
-use vrouter_api::{Phase, VRouterConfig, VRouterStatus};
-use vrouter_test_apiserver::{Options, TestEnv, TestNamespace};
-use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
+use vrouter_api::VRouterStatus;
+use vrouter_test_apiserver::{Options, TestEnv};
+use vrouter_test_peers::daemon::Daemon;
 
 use common::go_migration::{
-    binding_ready, convert_and_apply, go_site, kubectl, lease_holder, repository_root, run_guide_step, runs,
-    try_kubectl,
+    binding_ready, convert_and_apply, kubectl, lease_holder, repository_root, run_guide_step, runs,
 };
-use common::go_operator::{self, GoOperator, LEASE, WEBHOOK_PORT};
+use common::go_operator::{self, LEASE, WEBHOOK_PORT};
+use common::go_takeover::{
+    Site, all_applied, apply_as_go_user, assert_same_objects, generations, inventory, last_run_sets_name_server,
+    route_webhooks, start_go_pod, start_routers, token_of,
+};
 use common::operator_process::OperatorProcess;
-use common::shipped_rbac::{documents, kubeconfig_with_token};
-use common::{final_phase, wait_for};
+use common::shipped_rbac::documents;
+use common::wait_for;
 
 /// The namespace of the Go operator's kustomize install.
 const SYSTEM: &str = "vrouter-operator-system";
 /// The Service the Go operator's webhook configurations name.
 const GO_WEBHOOK_SERVICE: &str = "vrouter-operator-webhook-service";
-
-/// One namespace's site: its routers and their agents.
-struct Site {
-    ns: TestNamespace,
-    routers: &'static [&'static str],
-    first_id: usize,
-    manifest: std::path::PathBuf,
-}
-
-impl Site {
-    fn write(&self, daemon: &Daemon, dns: &str) {
-        std::fs::write(&self.manifest, go_site(daemon, self.routers, self.first_id, dns)).unwrap();
-    }
-
-    fn configs(&self) -> Vec<String> {
-        self.routers.iter().map(|r| format!("site-a.{r}")).collect()
-    }
-}
-
-/// Points every webhook of every webhook configuration that names Service
-/// `service` at `https://127.0.0.1:PORT` with the same path, trusted by the
-/// harness CA: what the Service's routing and cert-manager's CA injection do
-/// in a cluster.
-async fn route_webhooks(env: &TestEnv, service: &str, port: u16) {
-    let ca_bundle = serde_json::to_value(env.webhook_tls().ca_bundle()).unwrap();
-    for kind in ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"] {
-        let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
-        let api: Api<DynamicObject> = Api::all_with(env.client(), &ApiResource::from_gvk(&gvk));
-        for mut configuration in api.list(&ListParams::default()).await.unwrap() {
-            let mut routed = false;
-            for hook in configuration.data["webhooks"].as_array_mut().into_iter().flatten() {
-                let target = &hook["clientConfig"]["service"];
-                if target["name"] != service {
-                    continue;
-                }
-                let path = target["path"].as_str().unwrap_or("/").to_owned();
-                hook["clientConfig"] = json!({"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": ca_bundle});
-                routed = true;
-            }
-            if routed {
-                let name = configuration.metadata.name.clone().unwrap();
-                api.replace(&name, &PostParams::default(), &configuration)
-                    .await
-                    .unwrap();
-            }
-        }
-    }
-}
-
-/// Every CRD of the vrouter API and every object of its kinds, by
-/// kind/namespace/name, with its uid.
-fn inventory(env: &TestEnv) -> BTreeMap<String, String> {
-    let line = "{range .items[*]}{.kind}/{.metadata.namespace}/{.metadata.name}={.metadata.uid}{\"\\n\"}{end}";
-    let crds = kubectl(env, &["get", "crd", "-o", &format!("jsonpath={line}")]);
-    let objects = kubectl(
-        env,
-        &[
-            "get",
-            "vroutertemplates,vrouterparams,vroutertargets,vrouterbindings,vrouterconfigs",
-            "-A",
-            "-o",
-            &format!("jsonpath={line}"),
-        ],
-    );
-    crds.lines()
-        .filter(|l| l.contains(".vrouter.kojuro.date="))
-        .chain(objects.lines())
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
-}
-
-/// Waits until something listens on `addr`.
-async fn listening(addr: SocketAddr, what: &str) {
-    wait_for(what, Duration::from_secs(60), || async {
-        tokio::net::TcpStream::connect(addr).await.ok().map(drop)
-    })
-    .await;
-}
-
-/// A token of ServiceAccount `name` of the system namespace, as its pod
-/// has.
-async fn token_of(env: &TestEnv, name: &str) -> String {
-    env.service_account_token(SYSTEM, name)
-        .await
-        .unwrap_or_else(|e| panic!("a token of {SYSTEM}/{name}: {e}"))
-}
-
-/// The Go operator as the pod of the Deployment its kustomize install
-/// created: that Deployment's args and ServiceAccount.
-async fn start_go_pod(env: &TestEnv, dir: &Path) -> GoOperator {
-    let deployments = Api::<Deployment>::namespaced(env.client(), SYSTEM)
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    assert_eq!(deployments.items.len(), 1, "the Go install has one Deployment");
-    let pod = deployments.items[0].spec.clone().template.spec.unwrap();
-    let args = pod.containers[0].args.clone().unwrap_or_default();
-    let account = pod
-        .service_account_name
-        .expect("the Go Deployment names its ServiceAccount");
-    let kubeconfig = dir.join("go-kubeconfig");
-    kubeconfig_with_token(env, &token_of(env, &account).await, &kubeconfig);
-    let mut go = GoOperator::start_as_deployment(env, SYSTEM, &kubeconfig, &args);
-    go.wait_ready(Duration::from_secs(120)).await;
-    listening(
-        SocketAddr::from(([127, 0, 0, 1], WEBHOOK_PORT)),
-        "the Go operator's webhook server",
-    )
-    .await;
-    go
-}
-
-/// `kubectl apply` of the site while the Go webhooks judge it, again until
-/// accepted, as its user would: they look the binding's targets up in the
-/// Go operator's cache, which sees the targets created by the same apply a
-/// moment later.
-async fn apply_as_go_user(env: &TestEnv, site: &Site) {
-    let args = ["apply", "-n", site.ns.name(), "-f", site.manifest.to_str().unwrap()];
-    let mut last = String::new();
-    for _ in 0..30 {
-        match try_kubectl(env, &args) {
-            Ok(_) => return,
-            Err(e) => last = e,
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    panic!("the Go webhooks kept refusing the site: {last}");
-}
-
-/// The routers of `site` Applied (the final phase of each config).
-async fn all_applied(site: &Site, log: &str) {
-    let configs = site.ns.api::<VRouterConfig>();
-    for name in site.configs() {
-        let (phase, _, message) = final_phase(&configs, &name, Duration::from_secs(120)).await;
-        assert_eq!(phase, Phase::Applied, "{}/{name}: {message}\n{log}", site.ns.name());
-    }
-}
-
-async fn generations(sites: &[Site]) -> Vec<Option<i64>> {
-    let mut out = Vec::new();
-    for site in sites {
-        for name in site.configs() {
-            let config = site.ns.api::<VRouterConfig>().get(&name).await.unwrap();
-            out.push(config.metadata.generation);
-        }
-    }
-    out
-}
 
 /// This operator's binary as the pod of the Deployment the chart
 /// installed (guide step 2), with the chart's ServiceAccount, its webhook
@@ -203,7 +53,7 @@ async fn start_our_pod(env: &TestEnv) -> OperatorProcess {
         .await
         .unwrap();
     let account = deployment.spec.template.spec.unwrap().service_account_name.unwrap();
-    let token = token_of(env, &account).await;
+    let token = token_of(env, SYSTEM, &account).await;
     let args = [
         "--leader-elect=true",
         "--identity=rust-replica",
@@ -250,14 +100,6 @@ fn go_leftovers(env: &TestEnv, kustomize: &Path) -> Vec<String> {
     left
 }
 
-async fn start_routers(daemon: &Daemon, sites: &[Site]) -> Vec<Agent> {
-    let mut agents = Vec::new();
-    for router in sites.iter().flat_map(|s| s.routers.iter()) {
-        agents.push(daemon.start_agent(router, AgentFlags::default()).await);
-    }
-    agents
-}
-
 /// Issue 41's acceptance for the kustomize install: every CRD and custom
 /// resource survives the guide's steps (same uids), no router applies the
 /// Go operator's configs again, and a later change is applied once, by this
@@ -282,23 +124,11 @@ async fn the_go_kustomize_install_moves_to_this_operator_by_the_guide_losing_and
     let kustomize = go_operator::source().join("config/default");
     kubectl(&env, &["apply", "-k", kustomize.to_str().unwrap()]);
     route_webhooks(&env, GO_WEBHOOK_SERVICE, WEBHOOK_PORT).await;
-    let mut go = start_go_pod(&env, dir.path()).await;
+    let mut go = start_go_pod(&env, SYSTEM, dir.path()).await;
 
     // Sites in two namespaces, applied by the Go operator.
     let daemon = Daemon::start();
-    let mut sites = Vec::new();
-    for (hint, routers, first_id) in [
-        ("site-a", &["edge-1", "edge-2"][..], 11),
-        ("site-b", &["edge-3"][..], 13),
-    ] {
-        let site = Site {
-            ns: env.namespace(hint).await,
-            routers,
-            first_id,
-            manifest: dir.path().join(format!("{hint}.yaml")),
-        };
-        sites.push(site);
-    }
+    let sites = Site::two_namespaces(&env, dir.path()).await;
     let agents = start_routers(&daemon, &sites).await;
     for site in &sites {
         site.write(&daemon, "192.0.2.53");
@@ -407,14 +237,7 @@ async fn the_go_kustomize_install_moves_to_this_operator_by_the_guide_losing_and
         Vec::<String>::new(),
         "left of the Go install"
     );
-    let after = inventory(&env);
-    for (object, uid) in &before {
-        assert_eq!(
-            after.get(object),
-            Some(uid),
-            "{object} lost or replaced during the move"
-        );
-    }
+    assert_same_objects(&before, &inventory(&env));
 
     // A later change: applied once per router, by this operator.
     for site in &sites {
@@ -429,14 +252,7 @@ async fn the_go_kustomize_install_moves_to_this_operator_by_the_guide_losing_and
     for site in &sites {
         all_applied(site, &ours.log()).await;
     }
-    for agent in &agents {
-        let calls = agent.sandbox().calls();
-        let last_run = &calls[calls.iter().rposition(|c| c == "configure").unwrap()..];
-        assert!(
-            last_run.contains(&"set system name-server 192.0.2.54".to_owned()),
-            "{last_run:?}"
-        );
-    }
+    last_run_sets_name_server(&agents, "192.0.2.54");
     // The configs settle: no second apply of the change.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(runs(&agents), once_more);

@@ -172,13 +172,56 @@ pub fn guide_step(step: usize) -> Vec<Vec<String>> {
 /// repository's root, against `env` (helm's own state in `dir`); the output
 /// of each command.
 pub fn run_guide_step(env: &TestEnv, step: usize, dir: &Path) -> Vec<String> {
+    run_commands(env, &guide_step(step), dir)
+}
+
+/// The heading of the guide's part on the Go operator's Helm release, and
+/// the heading after it.
+const HELM_PATH: &str = "### With the Go operator's Helm chart";
+
+/// The shell commands of the guide's part on the Go operator's Helm
+/// release (section 2), each as its words, in the guide's order.
+pub fn helm_path_commands() -> Vec<Vec<String>> {
+    let guide = std::fs::read_to_string(repository_root().join("docs/migrating-from-go.md")).unwrap();
+    let part = guide
+        .split_once(HELM_PATH)
+        .unwrap_or_else(|| panic!("the guide has no {HELM_PATH:?}"))
+        .1;
+    let part = part.split("\n### ").next().unwrap();
+    let mut in_block = false;
+    let mut commands: Vec<Vec<String>> = Vec::new();
+    let mut pending = String::new();
+    for line in part.lines() {
+        let text = line.trim();
+        if text.starts_with("```") {
+            in_block = text == "```sh";
+            continue;
+        }
+        if !in_block || text.is_empty() || text.starts_with('#') {
+            continue;
+        }
+        pending.push_str(text.trim_end_matches('\\'));
+        pending.push(' ');
+        if !text.ends_with('\\') {
+            commands.push(pending.split_whitespace().map(str::to_owned).collect());
+            pending.clear();
+        }
+    }
+    assert!(!commands.is_empty(), "the guide's {HELM_PATH:?} has no commands");
+    commands
+}
+
+/// Runs `commands` (`kubectl` or `helm` ones) as a user would, from the
+/// repository's root, against `env` (helm's own state in `dir`); the output
+/// of each.
+pub fn run_commands(env: &TestEnv, commands: &[Vec<String>], dir: &Path) -> Vec<String> {
     let mut outputs = Vec::new();
-    for command in guide_step(step) {
+    for command in commands {
         let args: Vec<&str> = command[1..].iter().map(String::as_str).collect();
         let output = match command[0].as_str() {
             "kubectl" => kubectl(env, &args),
             "helm" => helm(env, &args, dir),
-            other => panic!("step {step} of the guide runs `{other}`, which this test does not know"),
+            other => panic!("the guide runs `{other}`, which this test does not know: {command:?}"),
         };
         outputs.push(output);
     }

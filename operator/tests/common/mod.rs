@@ -5,6 +5,7 @@
 
 pub mod go_migration;
 pub mod go_operator;
+pub mod go_takeover;
 pub mod guest_rig;
 pub mod https;
 pub mod operator_process;

@@ -47,6 +47,13 @@ impl OperatorProcess {
     /// webhook and metrics with the harness's serving certificate, with
     /// `args` added (e.g. `--watch-namespace`, `--leader-elect=false`).
     pub fn start(env: &TestEnv, token: &str, args: &[&str]) -> OperatorProcess {
+        Self::start_with_env(env, token, args, &[])
+    }
+
+    /// [`OperatorProcess::start`] with `vars` in its environment, as a
+    /// Deployment's `env` sets them (the listeners' flags above take
+    /// precedence over their variables).
+    pub fn start_with_env(env: &TestEnv, token: &str, args: &[&str], vars: &[(String, String)]) -> OperatorProcess {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         kubeconfig_with_token(env, token, &kubeconfig);
@@ -63,6 +70,7 @@ impl OperatorProcess {
             .arg(format!("--metrics-cert-dir={}", certs.display()))
             .arg(format!("--health-probe-addr={health}"))
             .args(args)
+            .envs(vars.iter().map(|(k, v)| (k, v)))
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", "info")
             .env_remove("KUBERNETES_SERVICE_HOST")
