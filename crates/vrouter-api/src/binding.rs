@@ -16,6 +16,7 @@ use crate::refs::{NameRef, default_true};
     kind = "VRouterBinding",
     doc = "Renders templates for a set of targets into one VRouterConfig per target.",
     namespaced,
+    category = "vrouter",
     status = "VRouterBindingStatus",
     shortname = "vrb",
     shortname = "vrouterbinding",

@@ -16,12 +16,15 @@ use crate::refs::{NameRef, default_true};
     kind = "VRouterConfig",
     doc = "The rendered configuration of one router and the state of applying it.",
     namespaced,
+    category = "vrouter",
     status = "VRouterConfigStatus",
     shortname = "vrc",
     shortname = "vrouterconfig",
     derive = "PartialEq",
     derive = "Default",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Target","type":"string","jsonPath":".spec.targetRef.name"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
     doc = "A reusable block of params merged into bindings via paramsRefs.",
     plural = "vrouterparams",
     namespaced,
+    category = "vrouter",
     shortname = "vrtp",
     shortname = "vrouterparams",
     derive = "PartialEq",

@@ -15,6 +15,7 @@ use crate::refs::{SecretReference, default_true};
     kind = "ProxmoxCluster",
     doc = "Endpoints and API-token credentials of a Proxmox VE cluster.",
     namespaced,
+    category = "vrouter",
     status = "ProxmoxClusterStatus",
     shortname = "pxc",
     shortname = "proxmoxcluster",

@@ -17,6 +17,7 @@ use crate::refs::NameRef;
     doc = "The configuration read back from a router, and whether it drifted.",
     plural = "vrouterstatuses",
     namespaced,
+    category = "vrouter",
     status = "VRouterStatusStatus",
     shortname = "vrs",
     shortname = "vrouterstatus",

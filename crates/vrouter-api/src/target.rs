@@ -14,6 +14,7 @@ use crate::refs::{NameRef, SecretKeyRef};
     kind = "VRouterTarget",
     doc = "One router: the provider that reaches it and its own params.",
     namespaced,
+    category = "vrouter",
     status = "VRouterTargetStatus",
     shortname = "vrt",
     shortname = "vroutertarget",

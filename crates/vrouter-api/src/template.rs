@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
     kind = "VRouterTemplate",
     doc = "Config and command templates (tera) for VyOS routers.",
     namespaced,
+    category = "vrouter",
     shortname = "vrtt",
     shortname = "vroutertemplate",
     derive = "PartialEq",

@@ -234,7 +234,11 @@ fn short_names_and_printer_columns() {
             &["Ready", "Reason", "Rollout", "Age"],
         ),
         ("vrouterparams", &["vrtp", "vrouterparams"], &["Age"]),
-        ("vrouterconfigs", &["vrc", "vrouterconfig"], &["Phase", "Target", "Age"]),
+        (
+            "vrouterconfigs",
+            &["vrc", "vrouterconfig"],
+            &["Phase", "Ready", "Reason", "Target", "Age"],
+        ),
         (
             "proxmoxclusters",
             &["pxc", "proxmoxcluster"],
@@ -256,6 +260,12 @@ fn short_names_and_printer_columns() {
             .map(|col| col.name.as_str())
             .collect();
         assert_eq!(got, columns, "{plural}");
+        // `kubectl get vrouter` lists every kind.
+        assert_eq!(
+            c.spec.names.categories.as_deref(),
+            Some(&["vrouter".to_owned()][..]),
+            "{plural}"
+        );
     }
     let phase = &crd("vrouterconfigs").spec.versions[0]
         .additional_printer_columns

@@ -316,8 +316,84 @@ async fn printer_columns_are_served() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["Name", "Phase", "Target", "Age"]);
-    assert_eq!(table["rows"][0]["cells"][2], "router-1", "{table}");
+    assert_eq!(names, ["Name", "Phase", "Ready", "Reason", "Target", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][4], "router-1", "{table}");
+}
+
+/// `kubectl` of the API server's release against `env`, with a discovery
+/// cache of its own (a shared one could hold another run's API server);
+/// panics with its output when it fails.
+fn kubectl(env: &TestEnv, args: &[&str]) -> String {
+    let binary = vrouter_test_apiserver::kubectl().unwrap_or_else(|e| panic!("kubectl: {e}"));
+    let cache = std::env::temp_dir().join(format!("vrouter-crds-kubectl-{}", std::process::id()));
+    let output = std::process::Command::new(binary)
+        .arg(format!("--kubeconfig={}", env.kubeconfig_path().display()))
+        .arg(format!("--cache-dir={}", cache.display()))
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "kubectl {args:?}: {out}{err}");
+    out.into_owned()
+}
+
+#[tokio::test]
+async fn kubectl_get_vrouter_lists_every_kind() {
+    let env = TestEnv::shared().await;
+    let ns = env.namespace("crds-category").await;
+    for kind in kinds() {
+        create(&ns, &kind.resource, "listed", kind.spec.clone()).await.unwrap();
+    }
+    let listed: Value = serde_json::from_str(&kubectl(env, &["get", "vrouter", "-A", "-o", "json"])).unwrap();
+    let kinds_listed: BTreeSet<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["metadata"]["namespace"] == ns.name())
+        .map(|item| item["kind"].as_str().unwrap())
+        .collect();
+    let every_kind: BTreeSet<String> = vrouter_api::crds::all()
+        .into_iter()
+        .map(|c| c.spec.names.kind)
+        .collect();
+    assert_eq!(every_kind.len(), 7, "{every_kind:?}");
+    assert_eq!(
+        kinds_listed,
+        every_kind.iter().map(String::as_str).collect::<BTreeSet<_>>()
+    );
+}
+
+#[tokio::test]
+async fn kubectl_shows_ready_and_reason_of_a_config() {
+    let env = TestEnv::shared().await;
+    let ns = env.namespace("crds-ready-column").await;
+    let resource = ApiResource::erase::<VRouterConfig>(&());
+    create(&ns, &resource, "shown", json!({"targetRef": {"name": "router-1"}}))
+        .await
+        .unwrap();
+    let ready = json!({"type": "Ready", "status": "False", "reason": "ApplyTimeout",
+        "message": "set by the test", "lastTransitionTime": "2026-01-02T03:04:05Z"});
+    let applied = json!({"type": "Applied", "status": "True", "reason": "ConfigApplied",
+        "message": "set by the test", "lastTransitionTime": "2026-01-02T03:04:05Z"});
+    ns.dynamic_api(&resource)
+        .patch_status(
+            "shown",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed", "conditions": [applied, ready]}})),
+        )
+        .await
+        .unwrap();
+    let out = kubectl(env, &["get", "vrouterconfig", "shown", "-n", ns.name()]);
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0][..5], ["NAME", "PHASE", "READY", "REASON", "TARGET"], "{out}");
+    assert_eq!(
+        rows[1][..5],
+        ["shown", "Failed", "False", "ApplyTimeout", "router-1"],
+        "{out}"
+    );
 }
 
 #[tokio::test]
