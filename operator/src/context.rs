@@ -151,8 +151,32 @@ pub struct Context {
     pub apply_dispatches: ApplyDispatches,
 }
 
-/// Field manager of every write the operator makes.
+/// Field manager of every write the operator makes, so `managedFields`
+/// names the operator. Writes take it from [`patch_params`] and
+/// [`post_params`]; writes made inside kube-runtime (Events) from the
+/// client's User-Agent, which the API server reads up to its first `/`.
 pub const FIELD_MANAGER: &str = "vrouter-operator";
+
+/// Parameters of a merge or JSON patch the operator makes.
+pub fn patch_params() -> kube::api::PatchParams {
+    kube::api::PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}
+
+/// Parameters of a create the operator makes.
+pub fn post_params() -> kube::api::PostParams {
+    kube::api::PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}
+
+/// The User-Agent of the operator's client: [`FIELD_MANAGER`] and the version.
+pub fn user_agent() -> String {
+    format!("{FIELD_MANAGER}/{}", env!("CARGO_PKG_VERSION"))
+}
 
 impl AsRef<Context> for Context {
     fn as_ref(&self) -> &Context {

@@ -1,7 +1,7 @@
 //! The finalizer the controllers put on objects whose deletion they must
 //! see: added before the first change they make, removed when they are done.
 
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -25,7 +25,11 @@ where
     // to the list is a conflict, retried, never overwritten.
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.resource_version()}});
     namespaced_api(client, object)
-        .patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .patch(
+            &object.name_any(),
+            &crate::context::patch_params(),
+            &Patch::Merge(patch),
+        )
         .await?;
     Ok(true)
 }
@@ -44,7 +48,11 @@ where
     let finalizers: Vec<&String> = object.finalizers().iter().filter(|f| *f != finalizer).collect();
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.resource_version()}});
     match namespaced_api(client, object)
-        .patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .patch(
+            &object.name_any(),
+            &crate::context::patch_params(),
+            &Patch::Merge(patch),
+        )
         .await
     {
         Ok(_) => Ok(()),

@@ -116,18 +116,23 @@ const EXIT_LOST_LEASE: i32 = 3;
 /// A client from `--kubeconfig` when given, else as kube finds one
 /// (KUBECONFIG, ~/.kube/config, the pod's ServiceAccount).
 async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
-    let timeouts = ApiTimeouts::default();
-    let Some(path) = kubeconfig else {
-        return api_client::infer(&timeouts)
+    let mut config = match kubeconfig {
+        None => kube::Config::infer()
             .await
-            .context("connecting to the Kubernetes API");
+            .context("connecting to the Kubernetes API: no Kubernetes configuration found")?,
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading --kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("loading --kubeconfig {}", path.display()))?
+        }
     };
-    let file = kube::config::Kubeconfig::read_from(path)
-        .with_context(|| format!("reading --kubeconfig {}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-        .await
-        .with_context(|| format!("loading --kubeconfig {}", path.display()))?;
-    api_client::client(config, &timeouts).context("connecting to the Kubernetes API")
+    // Names the operator in managedFields of writes that set no field
+    // manager themselves (kube-runtime's Events).
+    let agent = hyper::header::HeaderValue::from_str(&vrouter_operator::context::user_agent())?;
+    config.headers.push((hyper::header::USER_AGENT, agent));
+    api_client::client(config, &ApiTimeouts::default()).context("connecting to the Kubernetes API")
 }
 
 /// `/healthz` and `/readyz` on `--health-probe-addr`, unless it is `0`.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use sha2::{Digest, Sha256};
 
 /// The answer for one request.
@@ -87,7 +87,7 @@ impl MetricsAuth {
             ..Default::default()
         };
         let reviewed = Api::<TokenReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
+            .create(&crate::context::post_params(), &review)
             .await?;
         let status = reviewed.status.unwrap_or_default();
         let user = match (status.authenticated, status.user) {
@@ -116,7 +116,7 @@ impl MetricsAuth {
             ..Default::default()
         };
         let answered = Api::<SubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &access)
+            .create(&crate::context::post_params(), &access)
             .await?;
         Ok(if answered.status.is_some_and(|s| s.allowed) {
             Decision::Allowed

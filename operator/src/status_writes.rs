@@ -2,7 +2,7 @@
 //! conditional on the object's resourceVersion, and as merge patches that
 //! carry only what changed.
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -113,7 +113,11 @@ pub async fn write_status<K: StatusObject, S: Serialize>(
     // The API server answers with the object as stored: callers continue
     // from it instead of reading it again.
     namespaced_api(client, object)
-        .patch_status(&object.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .patch_status(
+            &object.name_any(),
+            &crate::context::patch_params(),
+            &Patch::Merge(patch),
+        )
         .await
 }
 

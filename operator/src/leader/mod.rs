@@ -18,7 +18,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{ObjectMeta, Patch};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -228,7 +228,7 @@ impl LeaseClient {
             },
             spec: Some(spec_fields(record)),
         };
-        self.api.create(&PostParams::default(), &lease).await.map(drop)
+        self.api.create(&crate::context::post_params(), &lease).await.map(drop)
     }
 
     /// Writes `record` over `lease`, guarded by its resourceVersion: a
@@ -242,7 +242,7 @@ impl LeaseClient {
             "spec": spec_fields(record),
         });
         self.api
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&self.name, &crate::context::patch_params(), &Patch::Merge(&patch))
             .await
             .map(drop)
     }

@@ -3,7 +3,7 @@
 
 use futures::StreamExt;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch};
 use vrouter_api::constants::FINALIZER;
 use vrouter_api::{VRouterConfig, VRouterConfigSpec};
 
@@ -45,7 +45,10 @@ pub async fn write_config(
     existing: Option<&VRouterConfig>,
 ) -> Result<(), Error> {
     match existing {
-        None => match api.create(&PostParams::default(), &with_finalizer(desired)).await {
+        None => match api
+            .create(&crate::context::post_params(), &with_finalizer(desired))
+            .await
+        {
             Ok(created) => own.record(&created),
             // Existing configs are found by the binding's label: one of its
             // own whose label was removed is found only now. It is put
@@ -107,7 +110,11 @@ async fn patch_config(
         "spec": status_writes::merge_patch(&json_of(&current.spec), &json_of(&desired.spec)),
     });
     let written = api
-        .patch(&desired.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .patch(
+            &desired.name_any(),
+            &crate::context::patch_params(),
+            &Patch::Merge(patch),
+        )
         .await?;
     own.record(&written);
     Ok(())

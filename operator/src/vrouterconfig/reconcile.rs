@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -915,7 +915,7 @@ async fn create_status_object(ctx: &Context, config: &VRouterConfig) -> Result<(
         },
         status: None,
     };
-    match api.create(&PostParams::default(), &status).await {
+    match api.create(&crate::context::post_params(), &status).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
