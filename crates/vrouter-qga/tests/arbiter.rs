@@ -242,9 +242,12 @@ fn processes_with_argument(arg: &str) -> Vec<i64> {
 }
 
 /// A script that marks its start, waits for `go` to exist, marks its end
-/// and prints `first`.
+/// and prints `first`. It gives up waiting after 2 minutes, so a test that
+/// failed before creating `go` leaves no process looping behind it.
 fn waits_for(marks: &str, go: &str) -> String {
-    format!("echo start-1 >>{marks}\nwhile [ ! -e {go} ]; do sleep 0.05; done\necho end-1 >>{marks}\necho first\n")
+    format!(
+        "echo start-1 >>{marks}\nn=0\nwhile [ ! -e {go} ] && [ $n -lt 2400 ]; do sleep 0.05; n=$((n+1)); done\necho end-1 >>{marks}\necho first\n"
+    )
 }
 
 fn marks_both(marks: &str) -> String {
