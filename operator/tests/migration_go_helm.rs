@@ -44,7 +44,7 @@ const GO_WEBHOOK_SERVICE: &str = "vrouter-operator-webhook-service";
 /// The Go chart's Deployment.
 const GO_DEPLOYMENT: &str = "vrouter-operator-controller-manager";
 
-/// Issue 41's acceptance for the Helm install: `helm upgrade` of the Go
+/// Moving from the Go Helm release: `helm upgrade` of the Go
 /// release to this chart, as the guide says, keeps every CRD and custom
 /// resource (same uids); no router applies the Go operator's configs again
 /// once this operator has taken over; a later change is applied once per

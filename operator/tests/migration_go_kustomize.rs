@@ -100,7 +100,7 @@ fn go_leftovers(env: &TestEnv, kustomize: &Path) -> Vec<String> {
     left
 }
 
-/// Issue 41's acceptance for the kustomize install: every CRD and custom
+/// Moving from the Go kustomize install: every CRD and custom
 /// resource survives the guide's steps (same uids), no router applies the
 /// Go operator's configs again, and a later change is applied once, by this
 /// operator.

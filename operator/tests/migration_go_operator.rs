@@ -110,7 +110,7 @@ async fn generations(ns: &TestNamespace) -> Vec<Option<i64>> {
     out
 }
 
-/// The acceptance of issue 41: the real Go operator holds the Lease and
+/// Moving from the Go operator: the real Go operator holds the Lease and
 /// applies; while it runs this operator applies nothing; after it stops this
 /// operator takes over with no router applied twice; a later change is
 /// applied once, by this operator; the Go operator started again waits.

@@ -1,4 +1,4 @@
-//! The admission check of the worst template the limits allow (issue 42): its
+//! The admission check of the worst template the limits allow: its
 //! time and the most heap it holds at once, against the budgets of 100 ms and
 //! 32 MiB. `cargo xtask bench` runs this and writes its section of
 //! docs/benchmarks.md from the JSON it leaves in `VROUTER_BENCH_OUT`.

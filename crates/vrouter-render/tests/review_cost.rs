@@ -1,4 +1,4 @@
-//! The admission check's cost (issue 42, finding 2): linear in the template's
+//! The admission check's cost: linear in the template's
 //! size and nesting, counted by the check itself (never timed; the time goes to
 //! `cargo xtask bench`); a template too large to check is refused naming the
 //! limit and the loop.

@@ -1,6 +1,6 @@
 //! The template-review run of `cargo xtask bench`
 //! (`crates/vrouter-render/benches/template_review.rs`): the admission check
-//! of the worst template the limits allow, against issue 42's budgets, and its
+//! of the worst template the limits allow, against its budgets, and its
 //! section of docs/benchmarks.md. `cargo xtask bench --only template-review`
 //! runs this alone and rewrites only this section.
 
