@@ -71,7 +71,7 @@ fn worst_accepted(engine: &TemplateEngine) -> (NestedTemplate, u64) {
 }
 
 /// The largest template of 15 loops and an `if` the size limit allows.
-fn largest_refused(engine: &TemplateEngine) -> NestedTemplate {
+fn largest_at_depth(engine: &TemplateEngine) -> NestedTemplate {
     let mut shape = NestedTemplate {
         loops: 15,
         ifs: 1,
@@ -214,18 +214,18 @@ fn main() {
     }
     let engine = TemplateEngine::new();
     let (worst, _) = worst_accepted(&engine);
-    let issue = NestedTemplate {
+    let deep = NestedTemplate {
         loops: 15,
         ifs: 9,
         lines: 400,
         values_per_line: 1,
     };
-    let refused = largest_refused(&engine);
+    let refused = largest_at_depth(&engine);
     let mut rows = Vec::new();
     for (name, shape) in [
         ("worst accepted", worst),
-        ("largest refused", refused),
-        ("issue 42's shape", issue),
+        ("largest at 15 loops", refused),
+        ("deep nesting", deep),
     ] {
         let measured = measure(&engine, shape);
         rows.push(report(name, shape, &measured));

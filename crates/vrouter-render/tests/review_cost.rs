@@ -90,7 +90,7 @@ fn the_deep_template_from_the_issue_is_accepted() {
 #[test]
 fn a_template_too_large_to_check_is_refused_naming_the_limit_and_the_loop() {
     let engine = TemplateEngine::new();
-    let source = format!("set system host-name {{{{ h }}}}\n{}", nested(15, 1, 2500).source());
+    let source = format!("set system host-name {{{{ h }}}}\n{}", nested(15, 1, 1250).source());
     assert!(source.len() <= engine.limits().max_template_bytes);
     let err = engine.check("deep", TemplateKind::Commands, &source).unwrap_err();
     assert_eq!(

@@ -248,12 +248,12 @@ fn tag_shapes_that_parse_slowly_or_deeply_are_refused_with_a_location() {
     assert_eq!(limit_of(check(&chain)), Limit::ExpressionOperators { limit: 64 });
     let ifs = format!("{}x{}", "{% if true %}".repeat(17), "{% endif %}".repeat(17));
     assert_eq!(limit_of(check(&ifs)), Limit::BlockDepth { limit: 16 });
-    let big = "x".repeat(128 * 1024 + 1);
+    let big = "x".repeat(64 * 1024 + 1);
     assert_eq!(
         limit_of(check(&big)),
         Limit::TemplateSize {
-            limit: 128 * 1024,
-            size: 128 * 1024 + 1
+            limit: 64 * 1024,
+            size: 64 * 1024 + 1
         }
     );
 }

@@ -55,10 +55,10 @@ fn render(figures: &Value, command: &str) -> String {
         out,
         "\n{HEADING}\n\n`{command}` (release profile). The admission check (`TemplateEngine::review`) of the \
          worst template the limits allow: of generated templates (nested `for` loops around sibling `if`s and \
-         lines of `set` commands with 1 or 8 values each), for every shape the most lines the 128 KiB size limit \
+         lines of `set` commands with 1 or 8 values each), for every shape the most lines the 64 KiB size limit \
          and the check's 1 MiB text limit accept, and of those the one the check counts the most work on. Also \
-         the largest template of 15 loops the size limit allows (refused at the text limit) and issue 42's \
-         shape (15 loops around 9 `if`s and 400 lines). {} reviews each, timed in one process; memory is one \
+         the largest template of 15 loops the size limit allows and a deep shape (15 loops around 9 `if`s \
+         and 400 lines). {} reviews each, timed in one process; memory is one \
          more review in a fresh process: its peak RSS (`VmHWM`) after the review and how much that exceeds \
          its RSS just before (the review's own memory, which the budget is about).\n",
         figures["samples"]

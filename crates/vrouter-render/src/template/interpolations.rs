@@ -2,7 +2,7 @@
 //! it opts out of escaping with `| safe`.
 
 use super::Location;
-use super::scan::{Segment, SegmentKind, location};
+use super::scan::{Locator, Segment, SegmentKind};
 
 /// One interpolation and whether it ends with `| safe`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,11 +14,12 @@ pub(crate) struct Interpolation {
 /// Every interpolation in `source`, in source order — the order the engine
 /// numbers them in (`sandbox::instrument`).
 pub(crate) fn interpolations(source: &str, segments: &[Segment]) -> Vec<Interpolation> {
+    let mut locator = Locator::new(source);
     segments
         .iter()
         .filter(|s| s.kind == SegmentKind::Expression)
         .map(|s| Interpolation {
-            location: location(source, s.span.start),
+            location: locator.locate(s.span.start),
             safe: is_marked_safe(&source[s.inner.clone()]),
         })
         .collect()

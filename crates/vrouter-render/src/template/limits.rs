@@ -45,7 +45,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_template_bytes: 128 * 1024,
+            max_template_bytes: 64 * 1024,
             max_expression_depth: 3,
             max_expression_operators: 64,
             max_block_depth: 16,

@@ -157,11 +157,45 @@ fn find_endraw(source: &str, from: usize) -> Option<(usize, Segment)> {
 
 /// The 1-based line and column (in characters) of a byte offset.
 pub(crate) fn location(source: &str, offset: usize) -> Location {
-    let before = &source[..offset.min(source.len())];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
-    let column = before[line_start..].chars().count() + 1;
-    Location { line, column }
+    Locator::new(source).locate(offset)
+}
+
+/// Locates offsets of one source, each from the one before when they come in
+/// increasing order, so locating every tag of a template reads it once.
+pub(crate) struct Locator<'a> {
+    source: &'a str,
+    offset: usize,
+    at: Location,
+}
+
+impl<'a> Locator<'a> {
+    pub(crate) fn new(source: &'a str) -> Self {
+        Locator {
+            source,
+            offset: 0,
+            at: Location { line: 1, column: 1 },
+        }
+    }
+
+    /// The location of `offset` (clamped to the source).
+    pub(crate) fn locate(&mut self, offset: usize) -> Location {
+        let offset = offset.min(self.source.len());
+        if offset < self.offset {
+            *self = Locator::new(self.source);
+        }
+        for c in self.source[self.offset..offset].chars() {
+            if c == '\n' {
+                self.at = Location {
+                    line: self.at.line + 1,
+                    column: 1,
+                };
+            } else {
+                self.at.column += 1;
+            }
+        }
+        self.offset = offset;
+        self.at
+    }
 }
 
 /// Limits on the shape of tags, checked before tera parses anything.
@@ -337,6 +371,26 @@ mod tests {
         let src = "ab\ncdé{{ x }}";
         assert_eq!(location(src, src.find("{{").unwrap()), Location { line: 2, column: 4 });
         assert_eq!(location(src, 0), Location { line: 1, column: 1 });
+    }
+
+    #[test]
+    fn a_locator_agrees_with_location_in_any_order() {
+        let src = "ab\ncdé{{ x }}\n\nxyz é\n";
+        let offsets: Vec<usize> = src
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain([src.len(), src.len() + 5])
+            .collect();
+        let mut locator = Locator::new(src);
+        for &offset in offsets.iter().chain(offsets.iter().rev()) {
+            let mut fresh = src[..offset.min(src.len())].split('\n');
+            let last = fresh.next_back().unwrap_or("");
+            let expected = Location {
+                line: src[..offset.min(src.len())].matches('\n').count() + 1,
+                column: last.chars().count() + 1,
+            };
+            assert_eq!(locator.locate(offset), expected, "offset {offset}");
+        }
     }
 
     fn shape(source: &str) -> Result<(), (Limit, Location)> {
