@@ -35,4 +35,5 @@ pub mod vrouterconfig;
 pub mod vrouterstatus;
 pub mod vroutertarget;
 pub mod watches;
+pub mod webhook_certs;
 pub mod webhooks;

@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime};
 
 use rustls::ServerConfig;
@@ -66,6 +66,9 @@ struct Loaded {
 pub struct ReloadingCert {
     cert_path: PathBuf,
     key_path: PathBuf,
+    /// Replaced whole by one assignment, never edited in place: a thread
+    /// that panicked while holding the lock cannot have left it half
+    /// written, so a poisoned lock is used as it is (see [`Self::read`]).
     current: RwLock<Loaded>,
 }
 
@@ -90,15 +93,25 @@ impl ReloadingCert {
         }))
     }
 
+    /// The lock, poisoned or not: an admission outage because some other
+    /// thread panicked would be worse than serving the last certificate.
+    fn read(&self) -> RwLockReadGuard<'_, Loaded> {
+        self.current.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Loaded> {
+        self.current.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Reloads when either file changed. A half-written or broken pair keeps
     /// the previous certificate in service and reports the error.
     pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
         let stamps = (modified(&self.cert_path), modified(&self.key_path));
-        if self.current.read().expect("lock poisoned").stamps == stamps {
+        if self.read().stamps == stamps {
             return Ok(false);
         }
         let key = Arc::new(load_certified_key(&self.cert_path, &self.key_path)?);
-        *self.current.write().expect("lock poisoned") = Loaded { key, stamps };
+        *self.write() = Loaded { key, stamps };
         Ok(true)
     }
 
@@ -119,7 +132,7 @@ impl ReloadingCert {
 
     /// The certificate currently served.
     pub fn current(&self) -> Arc<CertifiedKey> {
-        self.current.read().expect("lock poisoned").key.clone()
+        self.read().key.clone()
     }
 
     /// A server configuration that always serves the current certificate.
@@ -212,6 +225,33 @@ mod tests {
         std::fs::write(&cert_path, "-----BEGIN CERTIFICATE-----\ngarbage\n").unwrap();
         assert!(reloading.reload_if_changed().is_err());
         assert_eq!(serial_of(&reloading.current()), second);
+    }
+
+    #[test]
+    fn a_lock_poisoned_by_a_panicking_thread_still_serves_and_reloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        let (cert, key) = self_signed("one.example");
+        std::fs::write(&cert_path, cert).unwrap();
+        std::fs::write(&key_path, key).unwrap();
+        let reloading = ReloadingCert::new(cert_path.clone(), key_path.clone()).unwrap();
+        let first = serial_of(&reloading.current());
+        let held = reloading.clone();
+        let panicked = std::thread::spawn(move || {
+            let _guard = held.current.write().unwrap();
+            panic!("a thread dies holding the lock");
+        })
+        .join();
+        assert!(panicked.is_err());
+        assert!(reloading.current.is_poisoned());
+        assert_eq!(serial_of(&reloading.current()), first);
+
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (cert, key) = self_signed("two.example");
+        std::fs::write(&cert_path, cert).unwrap();
+        std::fs::write(&key_path, key).unwrap();
+        assert!(reloading.reload_if_changed().unwrap());
+        assert_ne!(serial_of(&reloading.current()), first);
     }
 
     #[test]

@@ -260,6 +260,52 @@ fn a_webhook_without_cert_manager_or_a_ca_is_refused_at_render_time() {
     assert!(!kinds(&objects).contains(&"ValidatingWebhookConfiguration".to_owned()));
 }
 
+/// cert-manager signs with an existing Issuer or ClusterIssuer named in the
+/// values (the chart then makes no Issuer of its own), with the chart's
+/// self-signed Issuer by default; any other kind is refused at render time.
+#[test]
+fn cert_manager_signs_with_the_issuer_the_values_name() {
+    let certificate_issuer = |sets: &[&str]| -> (Value, bool) {
+        let objects = template("vrouter-system", sets).unwrap();
+        let issuer = one(&objects, "Certificate", "webhook")["spec"]["issuerRef"].clone();
+        let makes_issuer = objects.iter().any(|o| o["kind"] == "Issuer");
+        (issuer, makes_issuer)
+    };
+    assert_eq!(
+        certificate_issuer(&[]),
+        (
+            serde_json::json!({"group": "cert-manager.io", "kind": "Issuer", "name": "vr-vrouter-operator-selfsigned"}),
+            true
+        )
+    );
+    for kind in ["Issuer", "ClusterIssuer"] {
+        let (kind_set, name_set) = (
+            format!("webhook.certManager.issuerRef.kind={kind}"),
+            "webhook.certManager.issuerRef.name=corp-ca".to_owned(),
+        );
+        assert_eq!(
+            certificate_issuer(&[&kind_set, &name_set]),
+            (
+                serde_json::json!({"group": "cert-manager.io", "kind": kind, "name": "corp-ca"}),
+                false
+            ),
+            "{kind}"
+        );
+    }
+    let err = template(
+        "vrouter-system",
+        &[
+            "webhook.certManager.issuerRef.kind=Vault",
+            "webhook.certManager.issuerRef.name=x",
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        err.contains(r#"webhook.certManager.issuerRef.kind is "Vault": it must be Issuer or ClusterIssuer"#),
+        "{err}"
+    );
+}
+
 /// The value of the operator container's environment variable `name` in the
 /// chart rendered with `sets`.
 fn env_value(sets: &[&str], name: &str) -> Value {

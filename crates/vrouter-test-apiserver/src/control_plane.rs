@@ -56,6 +56,14 @@ pub struct Options {
     /// cluster without nodes, where no pod could serve them, when the test
     /// is about the objects rather than their admission.
     pub without_webhook_admission: bool,
+    /// `--runtime-config` entries, e.g.
+    /// `admissionregistration.k8s.io/v1/validatingadmissionpolicies=false`
+    /// to serve without an API that older Kubernetes versions lack.
+    pub runtime_config: Vec<String>,
+    /// Admission plugins to turn off besides those the harness turns off,
+    /// e.g. `ValidatingAdmissionPolicy` with its API switched off by
+    /// [`Options::runtime_config`] (the plugin cannot start without it).
+    pub disabled_admission_plugins: Vec<String>,
 }
 
 /// The API server's addresses when it runs in a network namespace of the
@@ -224,6 +232,9 @@ fn optional_apiserver_args(dir: &Path, options: &Options) -> Result<Vec<String>,
     if !plugins.is_empty() {
         args.push(format!("--enable-admission-plugins={}", plugins.join(",")));
     }
+    if !options.runtime_config.is_empty() {
+        args.push(format!("--runtime-config={}", options.runtime_config.join(",")));
+    }
     Ok(args)
 }
 
@@ -236,12 +247,13 @@ fn access_args(options: &Options) -> Vec<String> {
         if options.without_webhook_admission {
             disabled.extend(["MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"]);
         }
+        disabled.extend(options.disabled_admission_plugins.iter().map(String::as_str));
         return vec![
             "--authorization-mode=RBAC".to_owned(),
             format!("--disable-admission-plugins={}", disabled.join(",")),
         ];
     };
-    vec![
+    let mut args = vec![
         "--authorization-mode=Node,RBAC".to_owned(),
         format!("--kubelet-client-certificate={}", nodes.kubelet_client_cert.display()),
         format!("--kubelet-client-key={}", nodes.kubelet_client_key.display()),
@@ -250,7 +262,14 @@ fn access_args(options: &Options) -> Vec<String> {
         // API server reaches inside the node's network namespace; the
         // Service IP exists only in kube-proxy's rules.
         "--enable-aggregator-routing=true".to_owned(),
-    ]
+    ];
+    if !options.disabled_admission_plugins.is_empty() {
+        args.push(format!(
+            "--disable-admission-plugins={}",
+            options.disabled_admission_plugins.join(",")
+        ));
+    }
+    args
 }
 
 /// Where the API server listens and what it advertises.

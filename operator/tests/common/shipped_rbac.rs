@@ -50,14 +50,33 @@ pub fn helm() -> Command {
     Command::new(path)
 }
 
-/// `helm template <release>` of the chart with `sets`; the objects, or
+/// The API whose presence the chart checks before rendering its
+/// ValidatingAdmissionPolicy (`secret-policy.yaml`).
+pub const ADMISSION_POLICY_API: &str = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy";
+
+/// `helm template <release>` of the chart with `sets`, rendered as for the
+/// test API server (which serves [`ADMISSION_POLICY_API`]); the objects, or
 /// helm's stderr.
 pub fn helm_template(release: &str, namespace: &str, sets: &[&str]) -> Result<Vec<Value>, String> {
+    helm_template_with(release, namespace, sets, &[ADMISSION_POLICY_API])
+}
+
+/// `helm template` with exactly these `--api-versions` beyond Helm's own
+/// defaults (`helm template` asks no cluster what it serves).
+pub fn helm_template_with(
+    release: &str,
+    namespace: &str,
+    sets: &[&str],
+    api_versions: &[&str],
+) -> Result<Vec<Value>, String> {
     let mut command = helm();
     command
         .args(["template", release])
         .arg(chart())
         .args(["--namespace", namespace]);
+    for api in api_versions {
+        command.args(["--api-versions", api]);
+    }
     for set in sets {
         command.args(["--set", set]);
     }
