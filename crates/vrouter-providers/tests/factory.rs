@@ -101,6 +101,7 @@ fn cluster(endpoints: &[&str]) -> ProxmoxCluster {
             insecure_skip_tls_verify: true,
             sync_interval: Default::default(),
             check_guest_uptime: true,
+            ..Default::default()
         },
     );
     c.metadata.namespace = Some(NS.into());
