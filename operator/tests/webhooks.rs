@@ -390,6 +390,60 @@ async fn proxmox_cluster_endpoints_interval_and_credentials() {
 }
 
 #[tokio::test]
+async fn proxmox_cluster_fingerprints_are_checked_and_never_combined_with_skipping_verification() {
+    let ns = setup("wh-pxc-pin").await;
+    let pin = "0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9:0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9";
+    let cluster = |name: &str, extra: Value| {
+        let mut spec = json!({"endpoints": ["https://127.0.0.1:8006"], "credentialsRef": {"name": "c"}});
+        spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        json!({"metadata": {"name": name}, "spec": spec})
+    };
+    // A SHA-1 fingerprint (what an older habit copies), a typo, and a prefix
+    // openssl prints: each refused, naming the entry and what is wrong.
+    let sha1 = "AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD";
+    let typo = pin.replacen('A', "G", 1);
+    let message =
+        denied::<vrouter_api::ProxmoxCluster>(&ns, cluster("p", json!({"certificateFingerprints": [pin, sha1, typo]})))
+            .await;
+    assert_mentions(
+        &message,
+        &[
+            "spec.certificateFingerprints[1]",
+            "has 40 hex digits",
+            "spec.certificateFingerprints[2]",
+            "contains 'G'",
+        ],
+    );
+    assert!(!message.contains("spec.certificateFingerprints[0]"), "{message}");
+    let message = denied::<vrouter_api::ProxmoxCluster>(
+        &ns,
+        cluster(
+            "p",
+            json!({"insecureSkipTLSVerify": true, "certificateFingerprints": [pin], "caBundle": {"secretRef": {"name": "pve-ca", "key": "ca.crt"}}}),
+        ),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &[
+            "spec.certificateFingerprints: cannot be combined with insecureSkipTLSVerify",
+            "spec.caBundle: cannot be combined with insecureSkipTLSVerify",
+        ],
+    );
+    // Both forms users copy are admitted, with and without a CA bundle.
+    let plain_lower = pin.replace(':', "").to_lowercase();
+    create::<vrouter_api::ProxmoxCluster>(
+        &ns,
+        cluster(
+            "pinned",
+            json!({"certificateFingerprints": [pin, plain_lower], "caBundle": {"secretRef": {"name": "pve-ca", "key": "ca.crt"}}}),
+        ),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("a well-formed pin was refused: {e}"));
+}
+
+#[tokio::test]
 async fn status_config_ref_must_name_a_config_in_its_namespace() {
     let ns = setup("wh-status").await;
     let message = denied::<vrouter_api::VRouterStatus>(

@@ -75,6 +75,13 @@ pub mod reason {
     /// ProxmoxCluster: `/cluster/resources` could not be read (no endpoint
     /// answered, or the token was refused).
     pub const FETCH_FAILED: &str = "FetchFailed";
+    /// ProxmoxCluster: no endpoint answered, and one presented a certificate
+    /// the cluster's trust settings refuse (the message names its SHA-256
+    /// fingerprint, and the pinned ones); the token was not sent.
+    pub const CERTIFICATE_NOT_TRUSTED: &str = "CertificateNotTrusted";
+    /// ProxmoxCluster: the trust settings cannot be used (the CA bundle's
+    /// Secret or key is missing, it is not PEM, a fingerprint is malformed).
+    pub const INVALID_TLS_CONFIG: &str = "InvalidTLSConfig";
     /// The router's startup config changed outside the operator; the
     /// VRouterConfig is applied again (also a warning event).
     pub const DRIFT_DETECTED: &str = "DriftDetected";

@@ -6,6 +6,7 @@ pub mod config;
 pub mod constants;
 pub mod crds;
 pub mod duration;
+pub mod fingerprint;
 pub mod manifest;
 pub mod params;
 pub mod proxmox_cluster;

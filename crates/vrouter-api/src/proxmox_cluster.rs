@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::duration::Duration;
-use crate::refs::{SecretReference, default_true};
+use crate::refs::{SecretKeyRef, SecretReference, default_true};
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -31,8 +31,22 @@ pub struct ProxmoxClusterSpec {
     pub endpoints: Vec<String>,
     /// A Secret with keys `api-token-id` and `api-token-secret`.
     pub credentials_ref: SecretReference,
+    /// Accept any certificate: the API token can be intercepted. Refused
+    /// together with `caBundle` or `certificateFingerprints`.
     #[serde(rename = "insecureSkipTLSVerify", default)]
     pub insecure_skip_tls_verify: bool,
+    /// PEM CA certificates (such as the cluster's `/etc/pve/pve-root-ca.pem`)
+    /// that are the ONLY roots trusted for this cluster's endpoints; absent
+    /// means the operator's system roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<CaBundleRef>,
+    /// SHA-256 fingerprints (`AB:CD:…` as `pvenode cert info` shows them, or
+    /// 64 hex digits) of the endpoints' own certificates. Each endpoint's
+    /// certificate must be one of them. Without `caBundle`, a listed
+    /// certificate is trusted as it is (self-signed included); with it, the
+    /// certificate must also chain to the bundle.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub certificate_fingerprints: Vec<String>,
     /// How often the node map and guest uptimes are polled.
     #[serde(default = "default_sync_interval")]
     #[schemars(extend("default" = "60s"))]
@@ -40,6 +54,14 @@ pub struct ProxmoxClusterSpec {
     /// Read `/proc/uptime` in the guest to see reboots that keep the QEMU process.
     #[serde(default = "default_true")]
     pub check_guest_uptime: bool,
+}
+
+/// Where a ProxmoxCluster's CA bundle is: a key of a Secret in the cluster's
+/// own namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CaBundleRef {
+    pub secret_ref: SecretKeyRef,
 }
 
 fn default_sync_interval() -> Duration {

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use vrouter_render::{TemplateEngine, TemplateKind};
 
 use crate::config::{CONFIRM_TIMEOUT_RANGE, ConfirmSpec};
+use crate::fingerprint::Sha256Fingerprint;
 use crate::manifest::Manifest;
 use crate::target::SelectedProvider;
 use crate::{
@@ -322,7 +323,7 @@ pub fn proxmox_cluster(p: &ProxmoxCluster) -> Findings {
             // could never sync out of the API.
             f.deny(
                 field,
-                "uses plain http: the API token must not cross the network unencrypted; use https:// (with insecureSkipTLSVerify for a self-signed certificate)",
+                "uses plain http: the API token must not cross the network unencrypted; use https:// (with certificateFingerprints for a self-signed certificate)",
             );
         } else if endpoint.strip_prefix("https://").is_none_or(str::is_empty) {
             f.deny(
@@ -340,13 +341,49 @@ pub fn proxmox_cluster(p: &ProxmoxCluster) -> Findings {
     if blank(&p.spec.credentials_ref.name) {
         f.deny("spec.credentialsRef.name", "must not be empty");
     }
-    if p.spec.insecure_skip_tls_verify {
-        f.warn(
-            "spec.insecureSkipTLSVerify",
-            "disables certificate checks; the API token can be intercepted",
-        );
-    }
+    proxmox_trust(&mut f, &p.spec);
     f
+}
+
+/// The trust settings: every fingerprint well-formed, a CA bundle reference
+/// complete, and no certificate check both asked for and turned off (the
+/// operator would have to pick one, and either pick surprises someone).
+fn proxmox_trust(f: &mut Findings, spec: &crate::ProxmoxClusterSpec) {
+    for (i, pin) in spec.certificate_fingerprints.iter().enumerate() {
+        if let Err(e) = Sha256Fingerprint::parse(pin) {
+            f.deny(format!("spec.certificateFingerprints[{i}]"), format!("{pin:?} {e}"));
+        }
+    }
+    if let Some(bundle) = &spec.ca_bundle {
+        if blank(&bundle.secret_ref.name) {
+            f.deny("spec.caBundle.secretRef.name", "must not be empty");
+        }
+        if blank(&bundle.secret_ref.key) {
+            f.deny("spec.caBundle.secretRef.key", "must not be empty");
+        }
+    }
+    if !spec.insecure_skip_tls_verify {
+        return;
+    }
+    let contradicts = [
+        (
+            "spec.certificateFingerprints",
+            !spec.certificate_fingerprints.is_empty(),
+        ),
+        ("spec.caBundle", spec.ca_bundle.is_some()),
+    ];
+    for (field, set) in contradicts {
+        if set {
+            f.deny(
+                field,
+                "cannot be combined with insecureSkipTLSVerify: one asks for a certificate check, the other turns every check off; remove insecureSkipTLSVerify",
+            );
+        }
+    }
+    f.warn(
+        "spec.insecureSkipTLSVerify",
+        "disables certificate checks; the API token can be intercepted (set certificateFingerprints to trust a self-signed certificate instead)",
+    );
 }
 
 /// The rules of a VRouterTemplate: `config` and `commands` parse with the

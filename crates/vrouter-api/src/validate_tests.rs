@@ -303,6 +303,51 @@ fn proxmox_cluster_endpoints_interval_and_credentials() {
 }
 
 #[test]
+fn proxmox_cluster_trust_settings() {
+    const PIN: &str = "0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9:0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9";
+    let base = "endpoints: ['https://a:8006'], credentialsRef: {name: c}";
+    let bundle = "caBundle: {secretRef: {name: pve-ca, key: ca.crt}}";
+    let pin = format!("certificateFingerprints: ['{PIN}']");
+    let lower_plain = format!("certificateFingerprints: ['{}']", PIN.replace(':', "").to_lowercase());
+    let cases: Vec<(String, &[(&str, &str)])> = vec![
+        (bundle.to_string(), &[]),
+        (pin.clone(), &[]),
+        (lower_plain, &[]),
+        (format!("{bundle}, {pin}"), &[]),
+        (
+            "certificateFingerprints: ['AA:BB:CC']".to_string(),
+            &[("spec.certificateFingerprints[0]", "has 6 hex digits")],
+        ),
+        (
+            format!("certificateFingerprints: ['{PIN}', 'sha256 Fingerprint={PIN}']"),
+            &[("spec.certificateFingerprints[1]", "not a hex digit")],
+        ),
+        (
+            "caBundle: {secretRef: {name: '', key: ' '}}".to_string(),
+            &[
+                ("spec.caBundle.secretRef.name", "must not be empty"),
+                ("spec.caBundle.secretRef.key", "must not be empty"),
+            ],
+        ),
+        (
+            format!("insecureSkipTLSVerify: true, {pin}"),
+            &[(
+                "spec.certificateFingerprints",
+                "cannot be combined with insecureSkipTLSVerify",
+            )],
+        ),
+        (
+            format!("insecureSkipTLSVerify: true, {bundle}"),
+            &[("spec.caBundle", "cannot be combined with insecureSkipTLSVerify")],
+        ),
+    ];
+    for (trust, denied) in cases {
+        let p: ProxmoxCluster = parse(&format!("metadata: {{name: p}}\nspec: {{{base}, {trust}}}"));
+        assert_denied(&proxmox_cluster(&p), denied);
+    }
+}
+
+#[test]
 fn denials_are_reported_together_in_one_message() {
     let none: VRouterBinding = parse("metadata: {name: b}\nspec: {targetRefs: []}");
     let message = binding(&none).denial_message();

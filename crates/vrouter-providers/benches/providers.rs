@@ -67,7 +67,7 @@ fn round_trips(c: &mut Criterion) {
     let pve = rt.block_on(FakeProxmox::start("root@pam!bench", "secret"));
     pve.add_vm(100, "pve1", agent.socket_path());
     let mut settings = ProxmoxSettings::new(vec![pve.url(0)], ApiToken::new("root@pam!bench", "secret"), 100);
-    settings.insecure_skip_tls_verify = true;
+    settings.trust.insecure_skip_verify = true;
     settings.cached_node = "pve1".into();
     settings.paths = sandbox.paths();
     settings.timing = timing;

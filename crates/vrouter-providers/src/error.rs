@@ -167,6 +167,19 @@ pub enum ProviderError {
     #[error("no Proxmox endpoint could be reached: {attempts}")]
     Unreachable { attempts: Attempts },
 
+    /// No endpoint answered, and at least one presented a certificate the
+    /// ProxmoxCluster's trust settings refuse (not pinned, not issued by a
+    /// trusted root, wrong name). Nothing was sent to it: the refusal comes
+    /// before any request, so the token never left. Needs a person.
+    #[error("no Proxmox endpoint presented a trusted certificate: {attempts}")]
+    CertificateNotTrusted { attempts: Attempts },
+
+    /// A ProxmoxCluster's trust settings cannot be used (a malformed
+    /// fingerprint, a CA bundle that is missing or not PEM, a check both
+    /// asked for and turned off). No connection was made.
+    #[error("invalid TLS settings: {reason}")]
+    InvalidTls { reason: String },
+
     #[error("vrouter-daemon {operation} failed: {code:?}: {message}")]
     Grpc {
         operation: &'static str,
@@ -250,6 +263,18 @@ impl ProviderError {
 
     pub fn is_forbidden(&self) -> bool {
         matches!(self, ProviderError::Forbidden { .. })
+    }
+
+    /// An error only a person can end (a missing permission, an untrusted
+    /// certificate, unusable TLS settings): reported as the target being
+    /// unavailable rather than retried as if it were transient.
+    pub fn needs_a_person(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::Forbidden { .. }
+                | ProviderError::CertificateNotTrusted { .. }
+                | ProviderError::InvalidTls { .. }
+        )
     }
 
     pub fn is_timeout(&self) -> bool {

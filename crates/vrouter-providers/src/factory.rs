@@ -25,7 +25,10 @@ use crate::error::{KubeAccess, ProviderError};
 use crate::guest::{GuestPaths, GuestTiming};
 use crate::kubevirt::{KubeVirtOptions, KubeVirtProvider};
 use crate::provider::Provider;
-use crate::proxmox::{ApiToken, ClusterClient, ProxmoxClients, ProxmoxProvider, ProxmoxSettings, SharedClient};
+use crate::proxmox::{
+    ApiToken, ClusterClient, ProxmoxClients, ProxmoxProvider, ProxmoxSettings, SharedClient, TrustSettings,
+};
+use crate::proxmox_trust_source::trust_settings;
 
 /// Fetches the objects a target references. `Ok(None)` means "does not exist".
 #[async_trait]
@@ -392,6 +395,10 @@ pub enum ClusterClientError {
     /// No client could be built from the cluster's spec.
     #[error("{0}")]
     Client(ProviderError),
+    /// The trust settings cannot be used (the CA bundle is missing or not
+    /// PEM, a fingerprint is malformed, checks contradict each other).
+    #[error("{0}")]
+    Tls(ProviderError),
 }
 
 /// The cluster-wide Proxmox client of a ProxmoxCluster (for the
@@ -406,6 +413,7 @@ pub async fn proxmox_cluster_client(
         .await
         .map_err(ClusterClientError::CredentialsNotFound)?;
     let token = proxmox_token(&secret).map_err(ClusterClientError::InvalidCredentials)?;
+    let trust = trust_settings(cluster, lookup).await.map_err(tls_or_lookup)?;
     let defaults = ProxmoxSettings::new(Vec::new(), ApiToken::new("", ""), 1);
     let (connect, request) = ctx
         .proxmox_timeouts
@@ -414,11 +422,19 @@ pub async fn proxmox_cluster_client(
         Some(&shared_client(cluster, ctx)),
         &cluster.spec.endpoints,
         token,
-        cluster.spec.insecure_skip_tls_verify,
+        &trust,
         connect,
         request,
     )
-    .map_err(ClusterClientError::Client)
+    .map_err(tls_or_lookup)
+}
+
+/// Unusable trust settings apart from every other failure to build.
+fn tls_or_lookup(error: ProviderError) -> ClusterClientError {
+    match error {
+        e @ ProviderError::InvalidTls { .. } => ClusterClientError::Tls(e),
+        e => ClusterClientError::Client(e),
+    }
 }
 
 /// Where the providers of `cluster`'s VMs take their client from.
@@ -548,6 +564,7 @@ pub(crate) async fn build_planned(
 pub(crate) struct ProxmoxSources {
     pub cluster: Arc<ProxmoxCluster>,
     pub secret: Arc<Secret>,
+    pub trust: TrustSettings,
 }
 
 impl ProxmoxSources {
@@ -569,7 +586,8 @@ impl ProxmoxSources {
                     referrer: target_name(target),
                 })?;
         let secret = credentials_secret(&cluster, lookup).await?;
-        Ok(ProxmoxSources { cluster, secret })
+        let trust = trust_settings(&cluster, lookup).await?;
+        Ok(ProxmoxSources { cluster, secret, trust })
     }
 
     /// The provider of VM `vmid`, on `cached_node` if known.
@@ -582,7 +600,7 @@ impl ProxmoxSources {
         let token = proxmox_token(&self.secret)?;
         let cluster = &self.cluster;
         let mut settings = ProxmoxSettings::new(cluster.spec.endpoints.clone(), token, vmid);
-        settings.insecure_skip_tls_verify = cluster.spec.insecure_skip_tls_verify;
+        settings.trust = self.trust.clone();
         settings.cached_node = cached_node;
         settings.paths = ctx.guest_paths.clone();
         settings.timing = ctx.guest_timing;

@@ -27,6 +27,7 @@ use vrouter_api::VRouterTarget;
 use crate::error::ProviderError;
 use crate::factory::{FactoryContext, ObjectLookup, Plan, ProxmoxSources, build_planned, plan};
 use crate::provider::Provider;
+use crate::proxmox::TrustSettings;
 
 /// A kept provider not asked for in this long is dropped (its target was
 /// deleted, or moved to another provider type).
@@ -41,6 +42,8 @@ struct Fingerprint {
     cluster_generation: i64,
     secret_uid: String,
     secret_version: String,
+    /// With the CA bundle's text: a bundle rotated in its Secret builds anew.
+    trust: TrustSettings,
 }
 
 impl Fingerprint {
@@ -56,6 +59,7 @@ impl Fingerprint {
             cluster_generation: cluster.generation?,
             secret_uid: secret.uid.clone()?,
             secret_version: secret.resource_version.clone()?,
+            trust: sources.trust.clone(),
         })
     }
 
@@ -69,6 +73,7 @@ impl Fingerprint {
             && cluster.generation == Some(self.cluster_generation)
             && secret.uid.as_ref() == Some(&self.secret_uid)
             && secret.resource_version.as_ref() == Some(&self.secret_version)
+            && sources.trust == self.trust
     }
 }
 

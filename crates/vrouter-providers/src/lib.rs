@@ -11,6 +11,7 @@ pub mod lookup_cache;
 mod outcome;
 mod provider;
 pub mod proxmox;
+mod proxmox_trust_source;
 
 pub use error::{Attempts, EndpointFailure, KubeAccess, ProviderError};
 pub use factory::{FactoryContext, KubeLookup, ObjectLookup, StaticLookup, build_provider};

@@ -46,7 +46,7 @@ fn hostile_uptimes() -> Vec<(&'static str, Vec<u8>)> {
 
 fn proxmox_provider(pve: &FakeProxmox) -> ProxmoxProvider {
     let mut s = ProxmoxSettings::new(vec![pve.url(0)], ApiToken::new(TOKEN_ID, TOKEN_SECRET), VMID);
-    s.insecure_skip_tls_verify = true;
+    s.trust.insecure_skip_verify = true;
     s.cached_node = "pve1".into();
     s.connect_timeout = Duration::from_millis(500);
     // The in-test API (a debug build) takes its time to build answers of

@@ -66,7 +66,7 @@ async fn proxmox_rig(guest: &Arc<QemuGuest>) -> Rig<ChardevTransport> {
     let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
     pve.add_guest_vm(VMID, "pve1", guest.clone());
     let mut settings = ProxmoxSettings::new(vec![pve.url(0)], ApiToken::new(TOKEN_ID, TOKEN_SECRET), VMID);
-    settings.insecure_skip_tls_verify = true;
+    settings.trust.insecure_skip_verify = true;
     settings.request_timeout = Duration::from_secs(60);
     settings.paths = GuestPaths::default();
     settings.timing = timing();

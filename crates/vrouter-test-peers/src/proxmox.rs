@@ -39,6 +39,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::instant_guest::InstantGuest;
 use crate::qemu_server::{self, COMMAND_TIMEOUT, PING_TIMEOUT, QgaSocket};
+use crate::tls::ServerIdentity;
 use crate::vm::QemuGuest;
 
 use crate::http_util::{parse_query, query_value, response};
@@ -124,6 +125,9 @@ struct State {
 pub struct FakeProxmox {
     state: Arc<State>,
     endpoints: Vec<(SocketAddr, JoinHandle<()>)>,
+    /// The certificate every endpoint presents; `None`: a fresh self-signed
+    /// one each.
+    identity: Option<ServerIdentity>,
 }
 
 impl Drop for FakeProxmox {
@@ -140,6 +144,15 @@ impl Drop for FakeProxmox {
 impl FakeProxmox {
     /// A cluster accepting the token `token_id` / `token_secret`, with one endpoint.
     pub async fn start(token_id: &str, token_secret: &str) -> Self {
+        Self::start_inner(token_id, token_secret, None).await
+    }
+
+    /// Like [`FakeProxmox::start`], every endpoint presenting `identity`.
+    pub async fn start_with_identity(token_id: &str, token_secret: &str, identity: ServerIdentity) -> Self {
+        Self::start_inner(token_id, token_secret, Some(identity)).await
+    }
+
+    async fn start_inner(token_id: &str, token_secret: &str, identity: Option<ServerIdentity>) -> Self {
         let state = Arc::new(State {
             auth_header: Mutex::new(format!("PVEAPIToken={token_id}={token_secret}")),
             vms: Mutex::new(BTreeMap::new()),
@@ -155,6 +168,7 @@ impl FakeProxmox {
         let mut fake = FakeProxmox {
             state,
             endpoints: Vec::new(),
+            identity,
         };
         fake.add_endpoint().await;
         fake
@@ -165,7 +179,10 @@ impl FakeProxmox {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
         let addr = listener.local_addr().expect("local address");
         let index = self.endpoints.len();
-        let acceptor = TlsAcceptor::from(crate::tls::self_signed_server_config());
+        let acceptor = TlsAcceptor::from(match &self.identity {
+            Some(identity) => identity.server_config(),
+            None => crate::tls::self_signed_server_config(),
+        });
         let state = self.state.clone();
         let task = tokio::spawn(async move {
             loop {

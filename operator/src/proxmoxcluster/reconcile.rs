@@ -15,7 +15,7 @@ use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{FINALIZER, condition, reason};
 use vrouter_api::{ProxmoxCluster, VRouterTarget};
 use vrouter_providers::factory::{ClusterClientError, proxmox_cluster_client};
-use vrouter_providers::{FactoryContext, KubeLookup};
+use vrouter_providers::{FactoryContext, KubeLookup, ProviderError};
 
 use super::ClusterContext;
 use super::decide::{self, VmResource};
@@ -165,6 +165,7 @@ async fn read_cluster(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Vec<VmR
             ClusterClientError::CredentialsNotFound(_) => (reason::CREDENTIALS_NOT_FOUND, "reading the credentials"),
             ClusterClientError::InvalidCredentials(_) => (reason::INVALID_CREDENTIALS, "reading the credentials"),
             ClusterClientError::Client(_) => (reason::FETCH_FAILED, "building the Proxmox client"),
+            ClusterClientError::Tls(_) => (reason::INVALID_TLS_CONFIG, "reading the TLS settings"),
         };
         SyncFailure {
             reason,
@@ -172,7 +173,10 @@ async fn read_cluster(cluster: &ProxmoxCluster, ctx: &Context) -> Result<Vec<VmR
         }
     })?;
     let vms = client.vms().await.map_err(|e| SyncFailure {
-        reason: reason::FETCH_FAILED,
+        reason: match e {
+            ProviderError::CertificateNotTrusted { .. } => reason::CERTIFICATE_NOT_TRUSTED,
+            _ => reason::FETCH_FAILED,
+        },
         message: format!("listing /cluster/resources: {e}"),
     })?;
     Ok(vms

@@ -252,7 +252,7 @@ impl<'a> Apply<'a> {
         let running = match provider.is_vm_running().await {
             Ok(running) => running,
             // A role that lacks a permission needs a person, like a missing target.
-            Err(e) if e.is_forbidden() => return self.cannot_reach(&e).await.map(Some),
+            Err(e) if e.needs_a_person() => return self.cannot_reach(&e).await.map(Some),
             // An apply in flight keeps its timeout even while its VM cannot be
             // looked at; without one there is nothing to time out.
             Err(e) if self.status.exec_pid > 0 => {
@@ -269,7 +269,7 @@ impl<'a> Apply<'a> {
                 .map(Some);
         }
         if let Err(e) = recently_ready::check(&self.ctx.recently_ready, target, provider).await {
-            if e.is_forbidden() {
+            if e.needs_a_person() {
                 return self.cannot_reach(&e).await.map(Some);
             }
             let step = decide::on_not_ready(&self.status, self.clock, &e.to_string());
@@ -390,7 +390,7 @@ impl<'a> Apply<'a> {
         let (ctx, config, status, clock) = (self.ctx, self.config, &self.status, self.clock);
         let started = match provider.vm_started_at().await {
             Ok(started) => started,
-            Err(e) if e.is_forbidden() => return self.cannot_reach(&e).await,
+            Err(e) if e.needs_a_person() => return self.cannot_reach(&e).await,
             Err(e) => return Err(Error::Retry(e.to_string())),
         };
         let last_reboot = decide::latest_boot(status, self.confirmed(), target_last_reboot, started);

@@ -158,6 +158,23 @@ pub async fn site_idle(hint: &str, targets: &[&str]) -> Site {
     build_site(hint, targets, Settings::default(), client, lookup, false).await
 }
 
+/// An in-test Proxmox VE API presenting `identity`, accepting the token the
+/// sites' credentials Secret holds.
+pub async fn start_fake_proxmox(identity: vrouter_test_peers::tls::ServerIdentity) -> FakeProxmox {
+    FakeProxmox::start_with_identity(TOKEN_ID, TOKEN_SECRET, identity).await
+}
+
+/// Like [`site`], with the ProxmoxCluster pointing at `pve` and the fields
+/// of `spec` added to its spec.
+pub async fn site_with_cluster(hint: &str, targets: &[&str], pve: FakeProxmox, spec: Value) -> Site {
+    let client = TestEnv::shared().await.client();
+    let lookup = Arc::new(KubeLookup::new(client.clone()));
+    let env = TestEnv::shared().await;
+    let ns = env.namespace(hint).await;
+    let pve = proxmox_cluster_for(&ns, pve, spec).await;
+    site_in(ns, pve, targets, Settings::default(), client, lookup, true).await
+}
+
 /// An in-test Proxmox VE API, and in `ns` its token Secret `pve-token` and
 /// the ProxmoxCluster `pve` pointing at it.
 pub async fn proxmox_cluster(ns: &TestNamespace) -> FakeProxmox {
@@ -168,6 +185,12 @@ pub async fn proxmox_cluster(ns: &TestNamespace) -> FakeProxmox {
 /// ProxmoxCluster's spec.
 pub async fn proxmox_cluster_with(ns: &TestNamespace, spec: Value) -> FakeProxmox {
     let pve = FakeProxmox::start(TOKEN_ID, TOKEN_SECRET).await;
+    proxmox_cluster_for(ns, pve, spec).await
+}
+
+/// Like [`proxmox_cluster_with`], for a Proxmox API the test started itself
+/// (with the token of [`start_fake_proxmox`]).
+pub async fn proxmox_cluster_for(ns: &TestNamespace, pve: FakeProxmox, spec: Value) -> FakeProxmox {
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "pve-token"},
         "stringData": {"api-token-id": TOKEN_ID, "api-token-secret": TOKEN_SECRET},
@@ -197,6 +220,20 @@ async fn build_site(
     let env = TestEnv::shared().await;
     let ns = env.namespace(hint).await;
     let pve = proxmox_cluster(&ns).await;
+    site_in(ns, pve, targets, settings, operator_client, lookup, start).await
+}
+
+/// The targets, providers and controllers of a site in `ns`, whose
+/// ProxmoxCluster `pve` exists.
+async fn site_in(
+    ns: TestNamespace,
+    pve: FakeProxmox,
+    targets: &[&str],
+    settings: Settings,
+    operator_client: kube::Client,
+    lookup: Arc<dyn ObjectLookup>,
+    start: bool,
+) -> Site {
     let mut routers = HashMap::new();
     let mut paths = HashMap::new();
     for (i, name) in targets.iter().enumerate() {

@@ -5,8 +5,8 @@
 //! sync and ProxmoxCluster sweep builds one too; a client built with each
 //! would open a new TCP+TLS connection for each of them. Kept here, the
 //! client (and the connections its pool holds open) serves every VM of the
-//! cluster. A changed ProxmoxCluster (endpoints, `insecureSkipTLSVerify`)
-//! or a rotated token in its Secret is a different [`Key`]: the next build
+//! cluster. A changed ProxmoxCluster (endpoints, trust settings, the CA
+//! bundle in its Secret) or a rotated token in its Secret is a different [`Key`]: the next build
 //! gets a new client at once, and the old one closes its connections when
 //! the last provider holding it is done. A cluster unused for [`UNUSED_FOR`]
 //! is forgotten, so deleted clusters do not keep connections open.
@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use super::http::{ApiToken, Client, Endpoint, Timeouts};
 use super::tls;
+use super::trust::{self, TrustSettings};
 use super::vm_list::VmList;
+use crate::error::ProviderError;
 
 /// How long a cluster's client is kept with no provider built for it.
 pub const UNUSED_FOR: Duration = Duration::from_secs(600);
@@ -43,7 +45,7 @@ struct Key {
     endpoints: Vec<Endpoint>,
     token_id: String,
     token_secret: String,
-    insecure_skip_tls_verify: bool,
+    trust: TrustSettings,
 }
 
 struct Entry {
@@ -99,14 +101,14 @@ impl ProxmoxClients {
         cluster: &str,
         endpoints: &[Endpoint],
         token: &ApiToken,
-        insecure_skip_tls_verify: bool,
+        trust: &TrustSettings,
         timeouts: Timeouts,
-    ) -> Result<Kept, String> {
+    ) -> Result<Kept, ProviderError> {
         let key = Key {
             endpoints: endpoints.to_vec(),
             token_id: token.id().to_owned(),
             token_secret: token.secret().to_owned(),
-            insecure_skip_tls_verify,
+            trust: trust.clone(),
         };
         let slot = Slot {
             cluster: cluster.to_owned(),
@@ -120,7 +122,7 @@ impl ProxmoxClients {
             return Ok(entry.kept.clone());
         }
         let kept = Kept {
-            client: Arc::new(build(endpoints, token, insecure_skip_tls_verify, timeouts)?),
+            client: Arc::new(build(endpoints, token, trust, timeouts)?),
             vms: Arc::default(),
         };
         clusters.insert(
@@ -144,33 +146,44 @@ pub(crate) fn client_for(
     shared: Option<&SharedClient>,
     endpoints: &[Endpoint],
     token: &ApiToken,
-    insecure_skip_tls_verify: bool,
+    trust: &TrustSettings,
     timeouts: Timeouts,
-) -> Result<Kept, String> {
+) -> Result<Kept, ProviderError> {
     match shared {
         Some(shared) => shared
             .clients
-            .client(&shared.cluster, endpoints, token, insecure_skip_tls_verify, timeouts),
+            .client(&shared.cluster, endpoints, token, trust, timeouts),
         None => Ok(Kept {
-            client: Arc::new(build(endpoints, token, insecure_skip_tls_verify, timeouts)?),
+            client: Arc::new(build(endpoints, token, trust, timeouts)?),
             vms: Arc::default(),
         }),
     }
 }
 
+/// A client for these settings; trust settings that give no plan are
+/// [`ProviderError::InvalidTls`], before any connection is made.
 fn build(
     endpoints: &[Endpoint],
     token: &ApiToken,
-    insecure_skip_tls_verify: bool,
+    trust: &TrustSettings,
     timeouts: Timeouts,
-) -> Result<Client, String> {
-    let tls = tls::client_config(insecure_skip_tls_verify).map_err(|e| format!("TLS configuration: {e}"))?;
-    Client::new(endpoints.to_vec(), token.clone(), tls, timeouts)
+) -> Result<Client, ProviderError> {
+    let invalid_tls = |reason: String| ProviderError::InvalidTls { reason };
+    let plan = trust::decide(trust).map_err(|e| invalid_tls(e.to_string()))?;
+    let tls = tls::client_config(&plan).map_err(|e| invalid_tls(format!("TLS configuration: {e}")))?;
+    Client::new(endpoints.to_vec(), token.clone(), tls, timeouts).map_err(|reason| ProviderError::InvalidTarget {
+        target: "ProxmoxCluster".into(),
+        reason,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn insecure(skip: bool) -> TrustSettings {
+        TrustSettings::insecure(skip)
+    }
 
     fn endpoints(urls: &[&str]) -> Vec<Endpoint> {
         urls.iter().map(|u| Endpoint::parse(u).unwrap()).collect()
@@ -182,27 +195,47 @@ mod tests {
         let one = endpoints(&["https://127.0.0.1:8006"]);
         let token = ApiToken::new("op@pve!t", "s1");
         let t = Timeouts::default();
-        let first = clients.client("ns/pve", &one, &token, true, t).unwrap();
-        let again = clients.client("ns/pve", &one, &token, true, t).unwrap();
+        let first = clients.client("ns/pve", &one, &token, &insecure(true), t).unwrap();
+        let again = clients.client("ns/pve", &one, &token, &insecure(true), t).unwrap();
         assert!(
             Arc::ptr_eq(&first.client, &again.client),
             "same settings: the same client"
         );
         assert!(Arc::ptr_eq(&first.vms, &again.vms), "and the same VM snapshot");
 
-        let changes: [(&str, Vec<Endpoint>, ApiToken, bool); 4] = [
-            ("a rotated token", one.clone(), ApiToken::new("op@pve!t", "s2"), true),
-            ("another token id", one.clone(), ApiToken::new("op@pve!u", "s1"), true),
+        let pinned = TrustSettings {
+            certificate_fingerprints: vec!["AB".repeat(32)],
+            ..TrustSettings::default()
+        };
+        let changes: [(&str, Vec<Endpoint>, ApiToken, TrustSettings); 5] = [
+            (
+                "a rotated token",
+                one.clone(),
+                ApiToken::new("op@pve!t", "s2"),
+                insecure(true),
+            ),
+            (
+                "another token id",
+                one.clone(),
+                ApiToken::new("op@pve!u", "s1"),
+                insecure(true),
+            ),
             (
                 "an endpoint added",
                 endpoints(&["https://127.0.0.1:8006", "https://127.0.0.2:8006"]),
                 token.clone(),
-                true,
+                insecure(true),
             ),
-            ("TLS verification turned on", one.clone(), token.clone(), false),
+            (
+                "TLS verification turned on",
+                one.clone(),
+                token.clone(),
+                insecure(false),
+            ),
+            ("a certificate pinned", one.clone(), token.clone(), pinned),
         ];
         for (change, endpoints, token, insecure) in changes {
-            let changed = clients.client("ns/pve", &endpoints, &token, insecure, t).unwrap();
+            let changed = clients.client("ns/pve", &endpoints, &token, &insecure, t).unwrap();
             assert!(!Arc::ptr_eq(&first.client, &changed.client), "{change}: a new client");
             assert!(
                 !Arc::ptr_eq(&first.vms, &changed.vms),
@@ -214,7 +247,7 @@ mod tests {
                 "{change}: the old client is replaced, not kept beside it"
             );
         }
-        let other = clients.client("ns/pve2", &one, &token, true, t).unwrap();
+        let other = clients.client("ns/pve2", &one, &token, &insecure(true), t).unwrap();
         assert!(
             !Arc::ptr_eq(&first.client, &other.client),
             "another cluster has its own"
@@ -233,10 +266,10 @@ mod tests {
             request: t.request * 2,
             ..t
         };
-        let first = clients.client("ns/pve", &one, &token, true, t).unwrap();
-        let beside = clients.client("ns/pve", &one, &token, true, slower).unwrap();
+        let first = clients.client("ns/pve", &one, &token, &insecure(true), t).unwrap();
+        let beside = clients.client("ns/pve", &one, &token, &insecure(true), slower).unwrap();
         assert!(!Arc::ptr_eq(&first.client, &beside.client));
-        let again = clients.client("ns/pve", &one, &token, true, t).unwrap();
+        let again = clients.client("ns/pve", &one, &token, &insecure(true), t).unwrap();
         assert!(
             Arc::ptr_eq(&first.client, &again.client),
             "the first client was not replaced"
@@ -253,7 +286,7 @@ mod tests {
                 "ns/pve",
                 &endpoints(&["https://127.0.0.1:8006"]),
                 &token,
-                true,
+                &insecure(true),
                 Timeouts::default(),
             )
             .unwrap();

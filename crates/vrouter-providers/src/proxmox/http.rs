@@ -24,6 +24,7 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Method, StatusCode, header};
 use rustls::ClientConfig;
 
+use super::verifier;
 use crate::error::{Attempts, EndpointFailure, ProviderError};
 
 /// Proxmox API token credentials. The secret is never printed: `Debug`
@@ -143,6 +144,10 @@ impl Endpoint {
 enum AttemptError {
     /// Nothing reached the server: safe to try the next endpoint.
     NotSent(String),
+    /// The server's certificate was refused during the handshake, before
+    /// any request (the token included) was written: safe to try the next
+    /// endpoint, and a person must look if none answers.
+    Untrusted(String),
     /// The request was sent; the answer did not come.
     Sent { reason: String, timed_out: bool },
 }
@@ -262,6 +267,7 @@ impl Client {
         idempotent: bool,
     ) -> Result<Answer, ProviderError> {
         let mut failures = Vec::new();
+        let mut untrusted = false;
         for endpoint in &self.endpoints {
             match self.attempt(endpoint, &method, path, json_body.as_deref()).await {
                 Ok(answer) => return Ok(answer),
@@ -269,6 +275,13 @@ impl Client {
                     endpoint: endpoint.display.clone(),
                     reason,
                 }),
+                Err(AttemptError::Untrusted(reason)) => {
+                    untrusted = true;
+                    failures.push(EndpointFailure {
+                        endpoint: endpoint.display.clone(),
+                        reason,
+                    });
+                }
                 Err(AttemptError::Sent { reason, timed_out }) => {
                     if !idempotent {
                         return Err(if timed_out {
@@ -292,8 +305,11 @@ impl Client {
                 }
             }
         }
-        Err(ProviderError::Unreachable {
-            attempts: Attempts(failures),
+        let attempts = Attempts(failures);
+        Err(if untrusted {
+            ProviderError::CertificateNotTrusted { attempts }
+        } else {
+            ProviderError::Unreachable { attempts }
         })
     }
 
@@ -366,13 +382,19 @@ impl Failure {
         match self {
             // No connection: nothing was sent. reqwest reports the TLS
             // handshake as part of connecting.
-            Failure::Http(e) if e.is_connect() => AttemptError::NotSent(if e.is_timeout() {
-                format!("no TCP+TLS connection within {:?}", timeouts.connect)
-            } else if is_tls_failure(&e) {
-                format!("TLS handshake failed: {}", causes(&e))
-            } else {
-                format!("TCP connect failed: {}", causes(&e))
-            }),
+            Failure::Http(e) if e.is_connect() => {
+                let tls = rustls_error(&e);
+                if let Some(refused) = tls.and_then(verifier::refusal) {
+                    return AttemptError::Untrusted(refused.to_string());
+                }
+                AttemptError::NotSent(if e.is_timeout() {
+                    format!("no TCP+TLS connection within {:?}", timeouts.connect)
+                } else if tls.is_some() {
+                    format!("TLS handshake failed: {}", causes(&e))
+                } else {
+                    format!("TCP connect failed: {}", causes(&e))
+                })
+            }
             Failure::Http(e) => AttemptError::Sent {
                 timed_out: e.is_timeout(),
                 reason: format!("HTTP exchange failed: {}", causes(&e)),
@@ -407,30 +429,27 @@ fn causes(error: &reqwest::Error) -> String {
     parts.join(": ")
 }
 
-/// Whether a connect error came from TLS: rustls's error, possibly inside
-/// I/O errors nested in each other (tokio-rustls reports it as one, and
-/// reqwest's connector wraps that in another). An `io::Error`'s `source()`
-/// skips the error it wraps, so those are opened with `get_ref`.
-fn is_tls_failure(error: &reqwest::Error) -> bool {
-    fn is_rustls(mut error: &(dyn std::error::Error + 'static)) -> bool {
+/// The rustls error a connect error came from, if it came from TLS:
+/// possibly inside I/O errors nested in each other (tokio-rustls reports it
+/// as one, and reqwest's connector wraps that in another). An `io::Error`'s
+/// `source()` skips the error it wraps, so those are opened with `get_ref`.
+fn rustls_error(error: &reqwest::Error) -> Option<&rustls::Error> {
+    fn inner_rustls<'e>(mut error: &'e (dyn std::error::Error + 'static)) -> Option<&'e rustls::Error> {
         loop {
-            if error.is::<rustls::Error>() {
-                return true;
+            if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+                return Some(tls);
             }
-            match error.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
-                Some(inner) => error = inner,
-                None => return false,
-            }
+            error = error.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref())?;
         }
     }
     let mut source = error.source();
     while let Some(cause) = source {
-        if is_rustls(cause) {
-            return true;
+        if let Some(tls) = inner_rustls(cause) {
+            return Some(tls);
         }
         source = cause.source();
     }
-    false
+    None
 }
 
 fn strip_query(path: &str) -> &str {

@@ -5,6 +5,8 @@ pub mod api;
 mod clients;
 mod http;
 mod tls;
+mod trust;
+mod verifier;
 mod vm_list;
 
 use std::sync::{Arc, Mutex};
@@ -26,6 +28,7 @@ pub use clients::{ProxmoxClients, SharedClient};
 pub(crate) use http::token_part_is_valid;
 use http::{Answer, Client, Endpoint, Timeouts};
 pub use http::{ApiToken, redact};
+pub use trust::{TrustError, TrustSettings};
 use vm_list::VmList;
 pub use vm_list::{FRESH_FOR as VM_LIST_FRESH_FOR, VmState, state_of};
 
@@ -34,7 +37,8 @@ pub use vm_list::{FRESH_FOR as VM_LIST_FRESH_FOR, VmState, state_of};
 pub struct ProxmoxSettings {
     pub endpoints: Vec<String>,
     pub token: ApiToken,
-    pub insecure_skip_tls_verify: bool,
+    /// Which server certificates are accepted (`trust`).
+    pub trust: TrustSettings,
     pub vmid: i64,
     /// The node `status.proxmoxNode` last recorded; empty means "look it up".
     pub cached_node: String,
@@ -53,7 +57,7 @@ impl ProxmoxSettings {
         ProxmoxSettings {
             endpoints,
             token,
-            insecure_skip_tls_verify: false,
+            trust: TrustSettings::default(),
             vmid,
             cached_node: String::new(),
             connect_timeout: timeouts.connect,
@@ -96,7 +100,7 @@ impl ClusterClient {
             None,
             endpoints,
             token,
-            insecure_skip_tls_verify,
+            &TrustSettings::insecure(insecure_skip_tls_verify),
             connect_timeout,
             request_timeout,
         )
@@ -108,7 +112,7 @@ impl ClusterClient {
         shared: Option<&SharedClient>,
         endpoints: &[String],
         token: ApiToken,
-        insecure_skip_tls_verify: bool,
+        trust: &TrustSettings,
         connect_timeout: Duration,
         request_timeout: Duration,
     ) -> Result<Self, ProviderError> {
@@ -128,9 +132,7 @@ impl ClusterClient {
             connect: connect_timeout,
             request: request_timeout,
         };
-        let client = clients::client_for(shared, &endpoints, &token, insecure_skip_tls_verify, timeouts)
-            .map_err(invalid)?
-            .client;
+        let client = clients::client_for(shared, &endpoints, &token, trust, timeouts)?.client;
         Ok(ClusterClient { token, client })
     }
 
@@ -241,10 +243,9 @@ impl ProxmoxProvider {
             settings.shared_client.as_ref(),
             &endpoints,
             &settings.token,
-            settings.insecure_skip_tls_verify,
+            &settings.trust,
             timeouts,
-        )
-        .map_err(invalid)?;
+        )?;
         let cached = settings.cached_node.trim();
         Ok(ProxmoxProvider {
             client: kept.client,

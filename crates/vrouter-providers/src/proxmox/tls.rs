@@ -1,14 +1,14 @@
-//! TLS settings of the Proxmox client: the system trust store by default,
-//! or — only when a ProxmoxCluster sets `insecureSkipTLSVerify` — any
-//! certificate (the handshake signature is still checked, so the session is
-//! encrypted to whoever holds the key of the certificate presented).
+//! The rustls client configuration of a ProxmoxCluster, from its [`Trust`]
+//! plan (decided in `trust`, verified in `verifier`).
 
 use std::sync::{Arc, LazyLock};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
+use rustls::{ClientConfig, RootCertStore};
+
+use super::trust::Trust;
+use super::verifier::{AcceptAnyCertificate, CheckingVerifier};
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -26,60 +26,46 @@ static NATIVE_ROOTS: LazyLock<Arc<RootCertStore>> = LazyLock::new(|| {
     Arc::new(roots)
 });
 
-/// The client configuration for a ProxmoxCluster.
-pub(crate) fn client_config(insecure_skip_verify: bool) -> Result<Arc<ClientConfig>, rustls::Error> {
-    let builder = ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
-    let config = if insecure_skip_verify {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate {
-                algorithms: provider().signature_verification_algorithms,
-            }))
-            .with_no_client_auth()
-    } else {
-        builder
-            .with_root_certificates(NATIVE_ROOTS.clone())
-            .with_no_client_auth()
+/// The client configuration that accepts what `trust` says, and nothing else.
+pub(crate) fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, rustls::Error> {
+    let algorithms = provider().signature_verification_algorithms;
+    let verifier: Arc<dyn rustls::client::danger::ServerCertVerifier> = match trust {
+        Trust::AnyCertificate => Arc::new(AcceptAnyCertificate { algorithms }),
+        Trust::SystemRoots => Arc::new(CheckingVerifier {
+            chain: Some(webpki(NATIVE_ROOTS.clone())?),
+            roots: "the operator's system roots (spec.caBundle is not set)",
+            pins: Vec::new(),
+            algorithms,
+        }),
+        Trust::Bundle { roots, pins } => {
+            let mut store = RootCertStore::empty();
+            for root in roots {
+                store.add(root.clone())?;
+            }
+            Arc::new(CheckingVerifier {
+                chain: Some(webpki(Arc::new(store))?),
+                roots: "only the certificates of spec.caBundle",
+                pins: pins.clone(),
+                algorithms,
+            })
+        }
+        Trust::Pinned(pins) => Arc::new(CheckingVerifier {
+            chain: None,
+            roots: "only the pinned certificates",
+            pins: pins.clone(),
+            algorithms,
+        }),
     };
+    let config = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
     Ok(Arc::new(config))
 }
 
-#[derive(Debug)]
-struct AcceptAnyCertificate {
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for AcceptAnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
+fn webpki(roots: Arc<RootCertStore>) -> Result<Arc<WebPkiServerVerifier>, rustls::Error> {
+    WebPkiServerVerifier::builder_with_provider(roots, provider())
+        .build()
+        .map_err(|e| rustls::Error::General(format!("no certificate verifier for these roots: {e}")))
 }

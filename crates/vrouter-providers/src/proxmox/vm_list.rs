@@ -155,6 +155,9 @@ fn copy_of(error: &ProviderError) -> ProviderError {
         ProviderError::Unreachable { attempts } => ProviderError::Unreachable {
             attempts: attempts.clone(),
         },
+        ProviderError::CertificateNotTrusted { attempts } => ProviderError::CertificateNotTrusted {
+            attempts: attempts.clone(),
+        },
         ProviderError::Timeout { operation, after } => ProviderError::Timeout {
             operation: operation.clone(),
             after: *after,

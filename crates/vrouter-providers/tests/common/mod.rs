@@ -122,7 +122,7 @@ pub mod proxmox {
     impl Guest {
         pub fn settings(&self, endpoints: Vec<String>) -> ProxmoxSettings {
             let mut s = ProxmoxSettings::new(endpoints, ApiToken::new(TOKEN_ID, TOKEN_SECRET), VMID);
-            s.insecure_skip_tls_verify = true;
+            s.trust.insecure_skip_verify = true;
             s.cached_node = "pve1".into();
             s.connect_timeout = Duration::from_millis(500);
             s.request_timeout = Duration::from_secs(20);
