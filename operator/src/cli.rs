@@ -40,7 +40,7 @@ pub struct Args {
     /// HOST:PORT, :PORT for every interface (IPv6 and IPv4, or IPv4 alone
     /// on a host without IPv6), or 0 to serve no metrics.
     /// Also `--metrics-bind-address` (controller-runtime's name).
-    #[arg(long, env = "METRICS_ADDR", alias = "metrics-bind-address", default_value = "0.0.0.0:8443", value_parser = listen::metrics_flag)]
+    #[arg(long, env = "METRICS_ADDR", alias = "metrics-bind-address", default_value = ":8443", value_parser = listen::metrics_flag)]
     pub metrics_addr: Listen,
 
     /// Serve /metrics over HTTPS, only to callers whose bearer token the API
@@ -67,7 +67,7 @@ pub struct Args {
     /// Where /healthz and /readyz are served (plain HTTP, for the kubelet):
     /// HOST:PORT, :PORT for every interface, or 0 (or empty) to serve no probes.
     /// Also `--health-probe-bind-address` (controller-runtime's name).
-    #[arg(long, env = "HEALTH_PROBE_ADDR", alias = "health-probe-bind-address", default_value = "0.0.0.0:8081", value_parser = listen::health_flag)]
+    #[arg(long, env = "HEALTH_PROBE_ADDR", alias = "health-probe-bind-address", default_value = ":8081", value_parser = listen::health_flag)]
     pub health_probe_addr: Listen,
 
     /// Serve the validating admission webhooks.
@@ -75,7 +75,7 @@ pub struct Args {
     pub enable_webhooks: bool,
 
     /// Where the webhooks are served (HTTPS): HOST:PORT, or :PORT for every interface.
-    #[arg(long, env = "WEBHOOK_ADDR", default_value = "0.0.0.0:9443", value_parser = listen::webhook_flag)]
+    #[arg(long, env = "WEBHOOK_ADDR", default_value = ":9443", value_parser = listen::webhook_flag)]
     pub webhook_addr: Listen,
 
     /// Directory holding the webhook serving certificate (--webhook-cert-name
@@ -407,9 +407,10 @@ mod tests {
     fn defaults_are_production_ready() {
         let args = Args::try_parse_from(["vrouter-operator"]).unwrap();
         assert!(args.enable_webhooks && args.leader_elect && args.drift_repair && args.metrics_secure);
-        assert_eq!(args.metrics_addr, Listen::Socket(([0, 0, 0, 0], 8443).into()));
-        assert_eq!(args.health_probe_addr, Listen::Socket(([0, 0, 0, 0], 8081).into()));
-        assert_eq!(args.webhook_addr, Listen::Socket(([0, 0, 0, 0], 9443).into()));
+        // Both families: a cluster whose pods have only IPv6 reaches them too.
+        assert_eq!(args.metrics_addr, Listen::AllInterfaces(8443));
+        assert_eq!(args.health_probe_addr, Listen::AllInterfaces(8081));
+        assert_eq!(args.webhook_addr, Listen::AllInterfaces(9443));
         assert!(!args.enable_http2);
         assert_eq!(args.metrics_cert_files(), None);
         assert_eq!(

@@ -715,6 +715,9 @@ impl Checker {
             ["xtask", "gen-crds"] | ["xtask", "gen-crds", "--check"] => {
                 proven_by("xtask/src/test.rs", "gen_crds::run(root, true)")
             }
+            ["xtask", "chart-readme"] | ["xtask", "chart-readme", "--check"] => {
+                proven_by("xtask/src/test.rs", "chart_readme::run(root, true)")
+            }
             ["xtask", "testenv"] => proven_by("xtask/src/test.rs", "testenv_bins::run()"),
             ["xtask", "demo", rest @ ..] => {
                 if rest.iter().any(|a| *a != "--keep") {

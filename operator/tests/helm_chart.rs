@@ -6,13 +6,10 @@
 
 mod common;
 
-use kube::Resource;
-use kube::api::DynamicObject;
-use kube::core::GroupVersionKind;
-use kube::discovery::{Scope, pinned_kind};
 use serde_json::Value;
 use vrouter_test_apiserver::TestEnv;
 
+use common::chart_dry_run::dry_run;
 use common::shipped_rbac::{self, chart, helm, plain_manifest};
 
 /// `helm template vr` of the chart with `sets`.
@@ -33,50 +30,6 @@ fn one<'a>(objects: &'a [Value], kind: &str, name_ends: &str) -> &'a Value {
         .collect();
     assert_eq!(found.len(), 1, "one {kind} named *{name_ends}: {found:#?}");
     found[0]
-}
-
-/// Creates each object as a server-side dry run, as `helm install` would
-/// create it; cert-manager's kinds are left out (no cert-manager here), and
-/// so are the CRDs, which the test API server has installed already
-/// ([`the_chart_crds_are_the_generated_ones_kept_and_gated`] compares them;
-/// `helm_upgrades.rs` installs them with helm).
-async fn dry_run(client: &kube::Client, objects: &[Value]) {
-    for object in objects {
-        let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", object["apiVersion"].as_str().unwrap()),
-        };
-        if group == "cert-manager.io" || object["kind"] == "CustomResourceDefinition" {
-            continue;
-        }
-        let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap());
-        let (resource, capabilities) = pinned_kind(client, &gvk)
-            .await
-            .unwrap_or_else(|e| panic!("the API server does not serve {gvk:?}: {e}"));
-        let namespace = match capabilities.scope {
-            Scope::Namespaced => Some(
-                object["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or_else(|| panic!("a namespaced object without a namespace: {object:#?}")),
-            ),
-            Scope::Cluster => None,
-        };
-        // Strict: an unknown or duplicate field is an error, not a warning.
-        let url = format!(
-            "{}?dryRun=All&fieldValidation=Strict",
-            <DynamicObject as Resource>::url_path(&resource, namespace)
-        );
-        let request = http::Request::post(url)
-            .header("content-type", "application/json")
-            .body(serde_json::to_vec(object).unwrap())
-            .unwrap();
-        client.request::<DynamicObject>(request).await.unwrap_or_else(|e| {
-            panic!(
-                "the API server refuses {} {:?}: {e}",
-                gvk.kind, object["metadata"]["name"]
-            )
-        });
-    }
 }
 
 #[test]
@@ -113,6 +66,7 @@ async fn the_default_install_is_accepted_and_grants_what_the_plain_manifests_gra
             "CustomResourceDefinition",
             "Deployment",
             "Issuer",
+            "PodDisruptionBudget",
             "Role",
             "RoleBinding",
             "Service",

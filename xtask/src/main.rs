@@ -3,6 +3,7 @@
 
 mod bench;
 mod cargo_step;
+mod chart_readme;
 mod demo;
 mod gen_crds;
 mod guest_image;
@@ -31,6 +32,12 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Write the chart's README.md from its README.md.gotmpl and the comments of its values.yaml.
+    ChartReadme {
+        /// Exit non-zero when the committed README differs from what they make.
+        #[arg(long)]
+        check: bool,
+    },
     /// Prepare everything the suite needs, then run all checks and tests.
     Test,
     /// Build (when missing) the etcd, kube-apiserver, helm, vrouter-daemon and Go oracles the tests run against.
@@ -56,6 +63,7 @@ fn main() -> anyhow::Result<()> {
     let root = workspace_root();
     match cli.command {
         Command::GenCrds { check } => gen_crds::run(&root, check),
+        Command::ChartReadme { check } => chart_readme::run(&root, check),
         Command::Test => test::run(&root),
         Command::Testenv => testenv_bins::run(&root),
         Command::Oracles => oracles::run(&root),

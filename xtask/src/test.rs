@@ -32,6 +32,8 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     )?;
     println!("==> generated CRDs");
     crate::gen_crds::run(root, true)?;
+    println!("==> chart README");
+    crate::chart_readme::run(root, true)?;
     let image = operator_image(root)?;
     let env = [(OPERATOR_IMAGE_ENV, image.display().to_string())];
     crate::cargo_step::run(root, "tests", TESTS, &env)?;

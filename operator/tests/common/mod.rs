@@ -3,6 +3,7 @@
 //! the operator's controllers running for it.
 #![allow(dead_code)]
 
+pub mod chart_dry_run;
 pub mod go_migration;
 pub mod go_operator;
 pub mod go_takeover;

@@ -54,6 +54,20 @@ impl OperatorProcess {
     /// Deployment's `env` sets them (the listeners' flags above take
     /// precedence over their variables).
     pub fn start_with_env(env: &TestEnv, token: &str, args: &[&str], vars: &[(String, String)]) -> OperatorProcess {
+        Self::start_on_host(env, token, args, vars, "127.0.0.1")
+    }
+
+    /// [`OperatorProcess::start_with_env`] with every listener's flag
+    /// `{host}:{port}`: `host` as a listen address writes it (empty for
+    /// every interface, `[::]` bracketed). The fields still name
+    /// 127.0.0.1, which reaches each listener whatever `host` binds.
+    pub fn start_on_host(
+        env: &TestEnv,
+        token: &str,
+        args: &[&str],
+        vars: &[(String, String)],
+        host: &str,
+    ) -> OperatorProcess {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         kubeconfig_with_token(env, token, &kubeconfig);
@@ -64,11 +78,11 @@ impl OperatorProcess {
         let (webhook, metrics, health) = (loopback(free_port()), loopback(free_port()), loopback(free_port()));
         let log = std::fs::File::create(dir.path().join("operator.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_vrouter-operator"))
-            .arg(format!("--webhook-addr={webhook}"))
+            .arg(format!("--webhook-addr={host}:{}", webhook.port()))
             .arg(format!("--webhook-cert-dir={}", certs.display()))
-            .arg(format!("--metrics-addr={metrics}"))
+            .arg(format!("--metrics-addr={host}:{}", metrics.port()))
             .arg(format!("--metrics-cert-dir={}", certs.display()))
-            .arg(format!("--health-probe-addr={health}"))
+            .arg(format!("--health-probe-addr={host}:{}", health.port()))
             .args(args)
             .envs(vars.iter().map(|(k, v)| (k, v)))
             .env("KUBECONFIG", &kubeconfig)

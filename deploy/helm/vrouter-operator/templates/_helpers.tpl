@@ -123,3 +123,45 @@ CRDs %s belong to another Helm release, so release %s in namespace %s cannot ins
 crds.install=false would make Helm delete CRDs %s, which release %s installed without the keep policy, and with them every object of their kinds. Nothing was changed. First run helm upgrade of release %s with crds.install=true and crds.keep=true (the defaults; it annotates them helm.sh/resource-policy=keep), then set crds.install=false.` $names $root.Release.Name $root.Release.Name) }}
 {{- end }}
 {{- end }}
+
+{{/* The ServiceAccount the pods run as, and the chart's roles bind. */}}
+{{- define "vrouter-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "vrouter-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false (the existing ServiceAccount the operator runs as)" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+A listen address for port (list $ port): `:PORT` (every interface of both
+families, operator/src/listen.rs) unless bindAddress names a host; an IPv6
+host is bracketed.
+*/}}
+{{- define "vrouter-operator.listen" -}}
+{{- $root := index . 0 }}
+{{- $port := index . 1 }}
+{{- $host := $root.Values.bindAddress }}
+{{- if contains ":" $host }}
+{{- printf "[%s]:%v" $host $port }}
+{{- else }}
+{{- printf "%s:%v" $host $port }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pods' topologySpreadConstraints as YAML: the value when set, else one
+over spread.topologyKey when replicas > 1 and spread.enabled, else nothing.
+*/}}
+{{- define "vrouter-operator.topologySpread" -}}
+{{- if .Values.topologySpreadConstraints }}
+{{- toYaml .Values.topologySpreadConstraints }}
+{{- else if and .Values.spread.enabled (gt (int .Values.replicas) 1) }}
+- maxSkew: 1
+  topologyKey: {{ .Values.spread.topologyKey }}
+  whenUnsatisfiable: {{ .Values.spread.whenUnsatisfiable }}
+  labelSelector:
+    matchLabels:
+      {{- include "vrouter-operator.selectorLabels" . | nindent 6 }}
+{{- end }}
+{{- end }}
