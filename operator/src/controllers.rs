@@ -22,6 +22,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: impl Fu
     };
     let shutdown: Shutdown = shutdown.boxed().shared();
     let watches = Watches::new(&scope);
+    ctx.metrics.observe_stores(watches.stores());
     // The controllers subscribe before their first await, so the watches
     // (polled last) start with every subscriber in place.
     futures::join!(
@@ -32,6 +33,16 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, shutdown: impl Fu
         proxmoxcluster::run(ctx, &scope, &watches, shutdown.clone()),
         watches.run(shutdown),
     );
+}
+
+/// Sets the leader gauge back to 0 when dropped: whichever way [`lead`]
+/// returns, this replica no longer runs the controllers.
+struct NotLeadingOnDrop(crate::metrics::Metrics);
+
+impl Drop for NotLeadingOnDrop {
+    fn drop(&mut self) {
+        self.0.set_leader(false);
+    }
 }
 
 /// Why [`lead`] returned.
@@ -62,6 +73,9 @@ pub async fn lead(
         tracing::info!("leading: starting controllers");
     }
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let metrics = ctx.metrics.clone();
+    metrics.set_leader(true);
+    let _not_leading = NotLeadingOnDrop(metrics);
     let running = run(ctx, namespace, async move {
         let _ = stopped.wait_for(|s| *s).await;
     });

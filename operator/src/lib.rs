@@ -20,6 +20,7 @@ pub mod leader;
 pub mod listen;
 pub mod metrics;
 pub mod metrics_auth;
+pub mod object_gauges;
 pub mod offline_render;
 pub mod own_writes;
 pub mod proxmoxcluster;

@@ -122,19 +122,23 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 fn error_policy<R: Reconciler>(object: Arc<R::Object>, failure: &Failure<R::Error>, ctx: Arc<R::Context>) -> Action {
     let metrics = &(*ctx).as_ref().metrics;
-    metrics.reconcile_failed(R::NAME);
     let error = match failure {
         Failure::Reconcile(error) => error,
         Failure::Panicked(message) => {
+            metrics.reconcile_failed(R::NAME);
             metrics.reconcile_panicked(R::NAME);
             tracing::error!(controller = R::NAME, object = %object.name_any(), panic = %message, retry = ?PANIC_RETRY, "reconcile panicked; the process goes on, this object is retried later");
             return Action::requeue(PANIC_RETRY);
         }
     };
     let retry = R::retry_after(error, &ctx);
+    // A conflict is counted apart from errors: it is routine, and an
+    // error-rate alert must not fire on it.
     if R::is_routine(error) {
+        metrics.reconcile_conflicted(R::NAME);
         tracing::debug!(controller = R::NAME, object = %object.name_any(), %error, ?retry, "reconcile met a conflict; retrying");
     } else {
+        metrics.reconcile_failed(R::NAME);
         tracing::warn!(controller = R::NAME, object = %object.name_any(), %error, ?retry, "reconcile failed; retrying");
     }
     Action::requeue(retry)

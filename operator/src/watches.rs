@@ -44,6 +44,15 @@ impl Watches {
         }
     }
 
+    /// The three stores, for the object gauges of `/metrics`.
+    pub fn stores(&self) -> crate::object_gauges::Stores {
+        crate::object_gauges::Stores {
+            configs: self.configs.store(),
+            targets: self.targets.store(),
+            statuses: self.statuses.store(),
+        }
+    }
+
     /// Runs the three watches until `shutdown`.
     pub async fn run(&self, shutdown: Shutdown) {
         futures::join!(

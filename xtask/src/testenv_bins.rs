@@ -20,6 +20,9 @@
 //! - `toxiproxy-server`: `require github.com/Shopify/toxiproxy/v2 v2.12.0`, the
 //!   fault proxy the leader-fencing tests put between a replica and the API
 //!   server; no `replace` lines either.
+//! - `promtool`: `require github.com/prometheus/prometheus v0.316.0` (the Go
+//!   module of Prometheus 3.16.0), which unit-tests the chart's alerting
+//!   rules with `promtool test rules`.
 //!
 //! The node binaries (`kubelet`, `kube-controller-manager`, `kube-scheduler`,
 //! `kube-proxy`) come from the same scratch module as `kube-apiserver`, in the
@@ -57,6 +60,10 @@ const ETCD_VERSION: &str = "v3.6.16";
 const HELM_VERSION: &str = "v3.22.0";
 /// The Toxiproxy release the fault-injection tests run.
 const TOXIPROXY_VERSION: &str = "v2.12.0";
+/// The Prometheus release whose `promtool` tests the chart's alerting rules;
+/// the Go module numbers Prometheus `3.16.0` as `v0.316.0`.
+const PROMETHEUS_MODULE_VERSION: &str = "v0.316.0";
+const PROMETHEUS_VERSION: &str = "3.16.0";
 /// Bumped whenever the recipe below changes in a way that needs a rebuild.
 const RECIPE_REVISION: u32 = 1;
 
@@ -72,6 +79,7 @@ pub struct Binaries {
     pub etcd: PathBuf,
     pub helm: PathBuf,
     pub toxiproxy: PathBuf,
+    pub promtool: PathBuf,
     pub vrouter_server: PathBuf,
     pub vrouter_agent: PathBuf,
     /// The Go vrouter-operator ([`go_operator`]).
@@ -181,6 +189,19 @@ const TOXIPROXY: GoBinary = GoBinary {
     version_banner: || format!("toxiproxy-server version {}", TOXIPROXY_VERSION.trim_start_matches('v')),
 };
 
+const PROMTOOL: GoBinary = GoBinary {
+    name: "promtool",
+    module: "github.com/prometheus/prometheus",
+    version: PROMETHEUS_MODULE_VERSION,
+    package: "github.com/prometheus/prometheus/cmd/promtool",
+    companions: &[],
+    replacement: |_, _| None,
+    pinned: PROMETHEUS_MODULE_VERSION,
+    ldflags: promtool_ldflags,
+    version_args: &["--version"],
+    version_banner: || format!("promtool, version {PROMETHEUS_VERSION}"),
+};
+
 /// `k8s.io/X => ./staging/src/k8s.io/X` becomes `k8s.io/X v0.37.2`.
 fn staging_replacement(left: &str, right: &str) -> Option<String> {
     let staged = right.strip_prefix("./staging/src/")?;
@@ -232,6 +253,11 @@ fn toxiproxy_ldflags() -> String {
         "-s -w -X github.com/Shopify/toxiproxy/v2.Version={}",
         TOXIPROXY_VERSION.trim_start_matches('v')
     )
+}
+
+/// The version promtool reports, as Prometheus's release build sets it.
+fn promtool_ldflags() -> String {
+    format!("-s -w -X github.com/prometheus/common/version.Version={PROMETHEUS_VERSION}")
 }
 
 impl GoBinary {
@@ -288,6 +314,7 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     println!("testenv: etcd           {}", bins.etcd.display());
     println!("testenv: helm           {}", bins.helm.display());
     println!("testenv: toxiproxy      {}", bins.toxiproxy.display());
+    println!("testenv: promtool       {}", bins.promtool.display());
     println!("testenv: vrouter-server {}", bins.vrouter_server.display());
     println!("testenv: vrouter-agent  {}", bins.vrouter_agent.display());
     println!("testenv: vrouter-operator-go {}", bins.go_operator.display());
@@ -312,6 +339,7 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
     let etcd = ensure_one(&cache, &ETCD)?;
     let helm = ensure_one(&cache, &HELM)?;
     let toxiproxy = ensure_one(&cache, &TOXIPROXY)?;
+    let promtool = ensure_one(&cache, &PROMTOOL)?;
     let [vrouter_server, vrouter_agent] = daemon::ensure(root, &cache)?;
     let go_operator = go_operator::ensure(root, &cache)?;
     let oracles = oracles::ensure(root, &cache)?;
@@ -325,6 +353,7 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
         etcd,
         helm,
         toxiproxy,
+        promtool,
         vrouter_server,
         vrouter_agent,
         go_operator,
@@ -607,7 +636,12 @@ fn check_version(binary: &Path, args: &[&str], banner: &str) -> anyhow::Result<(
         .args(args)
         .output()
         .with_context(|| format!("running {} {}", binary.display(), args.join(" ")))?;
-    let text = String::from_utf8_lossy(&output.stdout);
+    // Some tools (promtool, through kingpin) print their version on stderr.
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
     if !output.status.success() || !text.contains(banner) {
         bail!(
             "{} {} printed {text:?}, expected {banner:?}",

@@ -100,6 +100,21 @@ pub fn toxiproxy_server() -> Result<PathBuf, Error> {
     locate_one("toxiproxy-server", "VROUTER_TOXIPROXY")
 }
 
+/// `promtool` of Prometheus (`VROUTER_PROMTOOL` when set, else the cache's
+/// `bin/`), which `cargo xtask testenv` builds from
+/// `github.com/prometheus/prometheus`, for `promtool test rules` on the
+/// chart's alerting rules.
+pub fn promtool() -> Result<PathBuf, Error> {
+    locate_one("promtool", "VROUTER_PROMTOOL")
+}
+
+/// The PromQL oracle (`VROUTER_PROMQL_ORACLE` when set, else the cache's
+/// `bin/`): Prometheus's own parser naming the metrics a query selects,
+/// built by `cargo xtask testenv` from `xtask/oracles/promql`.
+pub fn promql_oracle() -> Result<PathBuf, Error> {
+    locate_one("promql", "VROUTER_PROMQL_ORACLE")
+}
+
 fn locate_one(name: &'static str, env_var: &'static str) -> Result<PathBuf, Error> {
     let path = match std::env::var_os(env_var).filter(|v| !v.is_empty()) {
         Some(path) => PathBuf::from(path),

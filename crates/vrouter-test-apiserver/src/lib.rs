@@ -64,8 +64,8 @@ mod kubevirt;
 mod webhook;
 
 pub use binaries::{
-    Binaries, NodeBinaries, cache_dir, go_operator, go_template_oracle, helm, kstatus_oracle, kubectl,
-    toxiproxy_server, vrouter_daemon,
+    Binaries, NodeBinaries, cache_dir, go_operator, go_template_oracle, helm, kstatus_oracle, kubectl, promql_oracle,
+    promtool, toxiproxy_server, vrouter_daemon,
 };
 pub use control_plane::{KUBERNETES_SERVICE_IP, NodeAccess, Options, SERVICE_CLUSTER_IP_RANGE, Serving, StaticToken};
 pub use env::{TestEnv, TestNamespace};

@@ -1,5 +1,5 @@
 //! Status writes the real API server answers with an error code of the
-//! test's choosing (500, 429), for as long as the test says.
+//! test's choosing (500, 429, 409), for as long as the test says.
 //!
 //! Toxiproxy works on TCP and cannot make an HTTP error, so the error comes
 //! from the API server itself: a ValidatingWebhookConfiguration on
@@ -175,6 +175,7 @@ fn review(body: &[u8], shared: &Mutex<Shared>) -> Value {
     let mut response = json!({"uid": request["uid"], "allowed": true});
     if let Answer::Refuse { code, retry_after } = answer {
         let reason = match code {
+            409 => "Conflict",
             429 => "TooManyRequests",
             503 => "ServiceUnavailable",
             _ => "InternalError",

@@ -10,6 +10,10 @@
 //!   are read as Current, InProgress and Failed by the real library. It shares
 //!   k8s.io/api and apimachinery v0.37.2 with kube-apiserver, so a machine that
 //!   built that reuses their compiled packages.
+//! - `promql`: Prometheus's PromQL parser, naming the metrics each query of
+//!   the chart's dashboard and alerting rules selects, for the test that the
+//!   operator exports every one. It shares github.com/prometheus/prometheus
+//!   v0.316.0 with `promtool`.
 //!
 //! Each is built into `<cache>/bin/<name>` with the dependency versions its
 //! `go.sum` pins (`-mod=readonly`, so a build never edits the repository),
@@ -27,7 +31,7 @@ use anyhow::Context;
 use super::{go, go_output, source_hash};
 
 /// The oracles, by directory name under `xtask/oracles/`.
-pub const ORACLES: &[&str] = &["gotemplate", "kstatus"];
+pub const ORACLES: &[&str] = &["gotemplate", "kstatus", "promql"];
 /// Bumped whenever the build recipe below changes.
 const RECIPE_REVISION: u32 = 1;
 
