@@ -41,7 +41,7 @@ use common::replica_process::ReplicaProcess;
 use common::{
     condition, config_phase, create, final_phase, proxmox_cluster_with, vrouter_status_syncing_every, wait_for,
 };
-use vrouter_operator::crash_point::CrashPoint;
+use vrouter_operator::runtime::crash_point::CrashPoint;
 
 const BOOT_BOUND: Duration = Duration::from_secs(180);
 const VMID: i64 = 100;
@@ -850,7 +850,7 @@ async fn proxmox_an_operator_killed_at_each_crash_point_finishes_with_one_run() 
             &lease,
             &env.apiserver_url(),
             &[],
-            &[(vrouter_operator::crash_point::ENV, name)],
+            &[(vrouter_operator::runtime::crash_point::ENV, name)],
         );
         let exit = wait_for_exit(&mut crashing, Duration::from_secs(300)).await;
         assert_eq!(exit.signal(), Some(9), "{name}: {exit}\n{}", crashing.log());
@@ -880,7 +880,7 @@ async fn killed_at(env: &TestEnv, ns: &TestNamespace, name: &str, point: CrashPo
         ns,
         name,
         &server,
-        &[(vrouter_operator::crash_point::ENV, point.name())],
+        &[(vrouter_operator::runtime::crash_point::ENV, point.name())],
     );
     let exit = wait_for_exit(&mut crashing, Duration::from_secs(300)).await;
     assert_eq!(exit.signal(), Some(9), "{name}: {exit}\n{}", crashing.log());

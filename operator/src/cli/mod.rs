@@ -1,0 +1,10 @@
+//! The command line: the operator's flags ([`args`]) and the offline commands
+//! `render`, `convert` and `diff`.
+
+pub mod args;
+pub mod convert;
+pub mod diff;
+pub mod go_flags;
+pub mod render;
+
+pub use args::*;
