@@ -9,7 +9,7 @@
 //! text a block scalar cannot hold) the document is written anew from its
 //! parsed form, which drops its comments, and a note says so.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use kube::Resource;
 use serde_json::Value;
@@ -24,7 +24,8 @@ pub const EXIT_UNREADABLE: i32 = 2;
 
 /// Where something is: file, object, field, and line:column in the template
 /// (the same shape `vrouter-operator render` reports its problems in).
-pub use crate::cli::render::Problem as Finding;
+pub use crate::cli::manifest_files::Problem as Finding;
+use crate::cli::manifest_files::yaml_files;
 
 /// One file's conversion.
 #[derive(Debug, Default)]
@@ -37,19 +38,6 @@ pub struct Converted {
     pub problems: Vec<Finding>,
     /// Deliberate differences and rewritten documents.
     pub notes: Vec<Finding>,
-}
-
-/// The `*.yaml`/`*.yml` files of `path` (or `path` itself).
-pub fn yaml_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
-    if !path.is_dir() {
-        return Ok(vec![path.to_owned()]);
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(path)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
-        .collect();
-    files.sort();
-    Ok(files)
 }
 
 /// Converts the VRouterTemplates of one file's text. `Err` when the text is not

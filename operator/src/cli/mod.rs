@@ -5,6 +5,7 @@ pub mod args;
 pub mod convert;
 pub mod diff;
 pub mod go_flags;
+pub mod manifest_files;
 pub mod render;
 
 pub use args::*;

@@ -5,7 +5,6 @@
 //! controller's own code (`vrouter_api::compose`).
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::path::PathBuf;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -15,31 +14,13 @@ use vrouter_api::validate::{self, Violation};
 use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
 use vrouter_render::TemplateEngine;
 
-use crate::cli::convert::yaml_files;
+pub use crate::cli::manifest_files::Problem;
+use crate::cli::manifest_files::yaml_files;
 
 /// Exit code for manifests that are invalid or do not render.
 pub const EXIT_INVALID: i32 = 1;
 /// Exit code for files that cannot be read or parsed at all.
 pub const EXIT_UNREADABLE: i32 = 2;
-
-/// One thing wrong, located by file, object and field.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    pub source: String,
-    pub object: String,
-    pub field: Option<String>,
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.source, self.object)?;
-        if let Some(field) = &self.field {
-            write!(f, ": {field}")?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
 
 /// An object read from a file, with the fields of it that no typed resource
 /// knows (which the API server's strict field validation would refuse).

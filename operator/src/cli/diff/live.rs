@@ -12,8 +12,8 @@ use vrouter_api::compose::render_configs;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus};
 
 use super::{Live, RouterConfig, read_live};
-use crate::controllers::vrouter_binding::resolve::{self, ResolveError};
-use crate::controllers::vrouter_status::stored_configs::SECRET_TYPE;
+use crate::controllers::vrouter_binding::{self, ResolveError};
+use crate::controllers::vrouter_status::SECRET_TYPE;
 
 /// What `diff --binding` compares for one target of the binding.
 #[derive(Clone, Debug)]
@@ -64,7 +64,8 @@ pub async fn read(client: &Client, namespace: &str, name: &str) -> Result<Vec<Ta
         binding: format!("{namespace}/{name}"),
         why,
     };
-    let referenced = match resolve::references(client, &resolve::Referents::unwatched(), &binding).await {
+    let referenced = match vrouter_binding::references(client, &vrouter_binding::Referents::unwatched(), &binding).await
+    {
         Ok(referenced) => referenced,
         Err(ResolveError::Kube(e)) => return Err(e.into()),
         Err(other) => return Err(unrenderable(other.to_string())),

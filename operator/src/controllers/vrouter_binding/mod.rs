@@ -4,6 +4,7 @@
 //! the references, `writes` writes the configs, `reconcile` runs the steps.
 
 pub mod decide;
+mod error;
 mod reconcile;
 pub mod render_cache;
 pub mod resolve;
@@ -24,9 +25,9 @@ use crate::runtime::own_writes::OwnWrites;
 use crate::runtime::reconciler::{self, Scope, Shutdown};
 use crate::runtime::watches::{Events, Watches};
 use render_cache::RenderCache;
-use resolve::Referents;
 
 pub use reconcile::CONTROLLER;
+pub use resolve::{Referents, ResolveError, references};
 
 /// What the binding reconciler reads besides the binding: the shared
 /// [`Context`], the templates, params and targets as the watches that wake

@@ -18,6 +18,7 @@ use vrouter_api::constants::{FINALIZER, LABEL_BINDING, condition, reason};
 use vrouter_api::{RolloutStatus, VRouterBinding, VRouterBindingStatus, VRouterConfig, VRouterConfigSpec};
 use vrouter_rollout::{ConditionStatus, Decision, Frontier, Rollout, Target};
 
+use super::error::Error;
 use super::render_cache::RenderKey;
 use super::resolve::{self, ResolveError};
 use super::writes::{write_all, write_config};
@@ -29,16 +30,6 @@ use crate::runtime::reconciler::Reconciler;
 use crate::runtime::{finalizers, own_writes, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterbinding";
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("rollout: {0}")]
-    Rollout(#[from] vrouter_rollout::RolloutError),
-    #[error("{0}")]
-    NotOurs(String),
-}
 
 /// Why the binding's configs could not be composed.
 #[derive(Debug, thiserror::Error)]

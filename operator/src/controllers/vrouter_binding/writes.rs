@@ -8,7 +8,7 @@ use vrouter_api::constants::FINALIZER;
 use vrouter_api::{VRouterConfig, VRouterConfigSpec};
 
 use super::decide;
-use super::reconcile::Error;
+use super::error::Error;
 use crate::runtime::own_writes::OwnWrites;
 use crate::runtime::status_writes;
 

@@ -64,9 +64,6 @@ pub enum Checked {
     Failed(String),
 }
 
-/// `sha256:<hex>` of a running config, as drift detection writes it.
-pub use crate::controllers::vrouter_status::decide::config_hash;
-
 /// The status of a confirmed apply just dispatched at `now`: the rollback
 /// can come `timeout` after the dispatch at the earliest (the router starts
 /// its timer after receiving the script), and `previous` is the hash of the
