@@ -1,9 +1,8 @@
 //! Crash points for fault tests: with `VROUTER_CRASH_AT=<point>` in its
 //! environment the process kills itself with SIGKILL the first time it
 //! reaches `<point>`, the way a node failure or an OOM kill would stop it
-//! there. Unset (always, in production) a crash point costs one comparison.
-
-use std::sync::LazyLock;
+//! there. Only a build with the `crash-points` feature (the tests') has them:
+//! without it `reached` is empty and the release binary holds no trace of them.
 
 /// The environment variable naming the crash point.
 pub const ENV: &str = "VROUTER_CRASH_AT";
@@ -43,30 +42,45 @@ impl CrashPoint {
     }
 }
 
-static SELECTED: LazyLock<Option<String>> = LazyLock::new(|| std::env::var(ENV).ok());
-
-/// Dies here with SIGKILL when `point` is the selected crash point.
+/// Dies here with SIGKILL when `point` is the selected crash point (only in
+/// a build with the `crash-points` feature).
 pub fn reached(point: CrashPoint) {
-    if SELECTED.as_deref() != Some(point.name()) {
-        return;
-    }
-    tracing::warn!(
-        point = point.name(),
-        "crash point reached: killing the process with SIGKILL"
-    );
-    // The workspace forbids `unsafe`, so kill(2) is reached through the
-    // `kill` program; the signal is the same.
-    let pid = std::process::id().to_string();
-    if std::process::Command::new("kill")
-        .args(["-KILL", &pid])
-        .status()
-        .is_err()
-    {
-        std::process::abort();
-    }
-    // Nothing past the crash point may run while the signal lands.
-    loop {
-        std::thread::sleep(std::time::Duration::from_secs(1));
+    #[cfg(feature = "crash-points")]
+    armed::reached(point);
+    #[cfg(not(feature = "crash-points"))]
+    let _ = point;
+}
+
+#[cfg(feature = "crash-points")]
+mod armed {
+    use std::sync::LazyLock;
+
+    use super::{CrashPoint, ENV};
+
+    static SELECTED: LazyLock<Option<String>> = LazyLock::new(|| std::env::var(ENV).ok());
+
+    pub fn reached(point: CrashPoint) {
+        if SELECTED.as_deref() != Some(point.name()) {
+            return;
+        }
+        tracing::warn!(
+            point = point.name(),
+            "crash point reached: killing the process with SIGKILL"
+        );
+        // The workspace forbids `unsafe`, so kill(2) is reached through the
+        // `kill` program; the signal is the same.
+        let pid = std::process::id().to_string();
+        if std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .is_err()
+        {
+            std::process::abort();
+        }
+        // Nothing past the crash point may run while the signal lands.
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
     }
 }
 
