@@ -6,6 +6,7 @@
 pub mod apply_dispatches;
 pub mod binding_writes;
 pub mod conditions;
+pub mod config_hash;
 pub mod context;
 pub mod crash_point;
 pub mod finalizers;

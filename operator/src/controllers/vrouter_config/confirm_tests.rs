@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::controllers::vrouter_config::decide::{Poll, after_dispatch, on_exec_polled};
-use crate::controllers::vrouter_status::config_hash;
 use crate::runtime::conditions;
+use crate::runtime::config_hash::config_hash;
 use crate::runtime::test_clock::at;
 use vrouter_api::constants::condition;
 

@@ -22,7 +22,7 @@ use super::ConfigContext;
 use super::confirm::{self, Checked, Stage};
 use super::decide::{self, Clock, Next, Poll, Step};
 use super::recover::{self, Asked, Recovery, RouterSays};
-use crate::controllers::vrouter_status;
+use crate::runtime::config_hash::config_hash;
 use crate::runtime::context::Context;
 use crate::runtime::crash_point::{self, CrashPoint};
 use crate::runtime::metrics::ResultLabels;
@@ -571,7 +571,7 @@ impl<'a> Apply<'a> {
             .read_running_config()
             .await
             .map_err(|e| ConfirmRefusal::Transient(format!("reading the running config to roll back to: {e}")))?;
-        Ok(vrouter_status::config_hash(&running))
+        Ok(config_hash(&running))
     }
 
     /// A confirmed apply that cannot start: the generation fails with the
@@ -616,7 +616,7 @@ impl<'a> Apply<'a> {
                 let read = provider
                     .read_running_config()
                     .await
-                    .map(|running| vrouter_status::config_hash(&running))
+                    .map(|running| config_hash(&running))
                     .map_err(|e| e.to_string());
                 confirm::on_rollback_read(&self.status, self.now(), read)
             }

@@ -4,16 +4,11 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use sha2::{Digest, Sha256};
 use vrouter_api::constants::{condition, reason};
 use vrouter_api::{Phase, VRouterStatusStatus};
 
 use crate::runtime::conditions::{self, Wanted};
-
-/// `sha256:<hex>` of a config's bytes.
-pub fn config_hash(content: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(content)))
-}
+pub use crate::runtime::config_hash::config_hash;
 
 /// What was read from the router in this sync.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -21,7 +21,6 @@ use crate::runtime::own_writes::OwnWrites;
 use crate::runtime::reconciler::{self, Shutdown};
 use crate::runtime::watches::Watches;
 
-pub use decide::config_hash;
 pub use reconcile::CONTROLLER;
 pub use stored_configs::{MAX_STORED_BYTES, SECRET_TYPE};
 
