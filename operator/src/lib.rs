@@ -1,40 +1,16 @@
-//! The vrouter operator: controllers and admission webhooks wired around the
-//! `vrouter-*` libraries. Each controller module (`vrouterconfig`,
-//! `vrouterbinding`, …) sets itself up next to its reconciler and keeps its
-//! decisions in a pure `decide` module; `controllers` starts them all, and
-//! `reconciler` is the one loop they run in.
+//! The vrouter operator, laid out by job:
+//! - [`controllers`]: one folder per kind (`vrouter_config`, …), each with its
+//!   setup and watches (`mod.rs`), its reconcile shell and its pure decisions;
+//! - [`runtime`]: what every controller runs on (the reconciler loop, the shared
+//!   context, watches and stores, writes, finalizers, conditions, leader election);
+//! - [`server`]: the HTTP side (admission webhooks, metrics, health, listen, TLS);
+//! - [`cli`]: the command line and its offline commands (render, convert, diff).
+//!
+//! Arrows point down only: controllers use the runtime, the runtime knows no
+//! controller, and the server and CLI reach a controller only through what its
+//! `mod.rs` exposes (checked by `tests/module_imports.rs`).
 
-pub mod apply_dispatches;
-pub mod binding_writes;
 pub mod cli;
-pub mod conditions;
-pub mod context;
 pub mod controllers;
-pub mod convert_manifests;
-pub mod crash_point;
-pub mod diff;
-pub mod finalizers;
-pub mod go_flags;
-pub mod health_and_metrics;
-pub mod leader;
-pub mod listen;
-pub mod metrics;
-pub mod metrics_auth;
-pub mod object_gauges;
-pub mod offline_render;
-pub mod own_writes;
-pub mod proxmoxcluster;
-pub mod reconciler;
-pub mod status_writes;
-pub mod stores;
-pub mod telemetry;
-#[cfg(test)]
-mod test_clock;
-pub mod tls;
-pub mod vrouterbinding;
-pub mod vrouterconfig;
-pub mod vrouterstatus;
-pub mod vroutertarget;
-pub mod watches;
-pub mod webhook_certs;
-pub mod webhooks;
+pub mod runtime;
+pub mod server;

@@ -7,17 +7,18 @@ use anyhow::Context as _;
 use kube::Client;
 use tokio::sync::watch;
 use vrouter_operator::cli::{self, Args, Command};
-use vrouter_operator::context::{Context, FactoryProviders, Settings};
-use vrouter_operator::health_and_metrics::{self, Readiness};
-use vrouter_operator::leader::{self, Election};
-use vrouter_operator::listen::Listen;
-use vrouter_operator::metrics::Metrics;
-use vrouter_operator::metrics_auth::MetricsAuth;
-use vrouter_operator::tls::ReloadingCert;
-use vrouter_operator::webhooks::review::Admission;
-use vrouter_operator::webhooks::server;
-use vrouter_operator::{controllers, telemetry};
-use vrouter_operator::{diff, offline_render};
+use vrouter_operator::cli::{diff, render as offline_render};
+use vrouter_operator::controllers;
+use vrouter_operator::runtime::context::{Context, FactoryProviders, Settings};
+use vrouter_operator::runtime::leader::{self, Election};
+use vrouter_operator::runtime::metrics::Metrics;
+use vrouter_operator::runtime::telemetry;
+use vrouter_operator::server::health_and_metrics::{self, Readiness};
+use vrouter_operator::server::listen::Listen;
+use vrouter_operator::server::metrics_auth::MetricsAuth;
+use vrouter_operator::server::tls::ReloadingCert;
+use vrouter_operator::server::webhooks::review::Admission;
+use vrouter_operator::server::webhooks::server;
 use vrouter_providers::api_client::{self, ApiTimeouts};
 use vrouter_providers::lookup_cache::{self, CachedLookup};
 use vrouter_providers::{FactoryContext, KubeLookup};
@@ -130,7 +131,7 @@ async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client>
     };
     // Names the operator in managedFields of writes that set no field
     // manager themselves (kube-runtime's Events).
-    let agent = hyper::header::HeaderValue::from_str(&vrouter_operator::context::user_agent())?;
+    let agent = hyper::header::HeaderValue::from_str(&vrouter_operator::runtime::context::user_agent())?;
     config.headers.push((hyper::header::USER_AGENT, agent));
     api_client::client(config, &ApiTimeouts::default()).context("connecting to the Kubernetes API")
 }
@@ -227,7 +228,7 @@ async fn serve_metrics(
             tokio::spawn(cert.clone().watch(std::time::Duration::from_secs(10)));
             cert.server_config()
         }
-        None => vrouter_operator::tls::self_signed_server_config(vec![
+        None => vrouter_operator::server::tls::self_signed_server_config(vec![
             "vrouter-operator-metrics".into(),
             "localhost".into(),
         ])
@@ -253,7 +254,7 @@ async fn shutdown_signal() {
 
 /// `vrouter-operator render`: prints to stdout, problems to stderr.
 fn convert_manifests(paths: &[std::path::PathBuf], in_place: bool) -> i32 {
-    use vrouter_operator::convert_manifests::{EXIT_UNCONVERTIBLE, EXIT_UNREADABLE, convert_paths};
+    use vrouter_operator::cli::convert::{EXIT_UNCONVERTIBLE, EXIT_UNREADABLE, convert_paths};
     let outcome = match convert_paths(paths) {
         Ok(outcome) => outcome,
         Err(message) => {

@@ -19,7 +19,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::json;
 use vrouter_api::{Phase, VRouterConfig};
-use vrouter_operator::context::Settings;
+use vrouter_operator::runtime::context::Settings;
 
 use common::{create, site};
 

@@ -30,9 +30,9 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use vrouter_api::{VRouterTarget, VRouterTemplate};
-use vrouter_operator::metrics::Metrics;
-use vrouter_operator::webhooks::review::Admission;
-use vrouter_operator::webhooks::server::{self, VALIDATE_PATH};
+use vrouter_operator::runtime::metrics::Metrics;
+use vrouter_operator::server::webhooks::review::Admission;
+use vrouter_operator::server::webhooks::server::{self, VALIDATE_PATH};
 use vrouter_test_apiserver::{Options, TestEnv, TestNamespace};
 
 use common::shipped_rbac::{ADMISSION_POLICY_API, chart, helm_template_with};
@@ -195,7 +195,7 @@ fn serve_webhooks(env: &TestEnv) -> u16 {
             let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
             std::fs::write(&cert_path, cert).unwrap();
             std::fs::write(&key_path, key).unwrap();
-            let tls = vrouter_operator::tls::ReloadingCert::new(cert_path, key_path)
+            let tls = vrouter_operator::server::tls::ReloadingCert::new(cert_path, key_path)
                 .unwrap()
                 .server_config();
             let admission = Admission {

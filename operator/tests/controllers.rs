@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use vrouter_api::constants::FINALIZER;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterTarget};
-use vrouter_operator::context::Settings;
+use vrouter_operator::runtime::context::Settings;
 use vrouter_test_apiserver::TestNamespace;
 use vrouter_test_peers::daemon::{AgentFlags, Daemon};
 use vrouter_test_peers::proxmox::FakeProxmox;
@@ -429,9 +429,9 @@ async fn after_a_restart_a_config_still_waits_for_the_apply_in_flight_on_its_rou
     };
     pause(Some("true")).await;
     create_b_on_r1(ns).await;
-    let restarted = Arc::new(vrouter_operator::context::Context::new(
+    let restarted = Arc::new(vrouter_operator::runtime::context::Context::new(
         site.ctx.client.clone(),
-        vrouter_operator::metrics::Metrics::new(),
+        vrouter_operator::runtime::metrics::Metrics::new(),
         site.ctx.settings.clone(),
         site.providers.clone(),
     ));
@@ -906,7 +906,7 @@ async fn metrics_served_over_http_move_after_an_apply() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     // Plain HTTP, as with --metrics-secure=false.
-    let router = vrouter_operator::health_and_metrics::metrics_router(site.ctx.metrics.clone(), None);
+    let router = vrouter_operator::server::health_and_metrics::metrics_router(site.ctx.metrics.clone(), None);
     tokio::spawn(async move { axum::serve(listener, router).await });
 
     let before = scrape(addr).await;
@@ -965,7 +965,7 @@ async fn patch_config(api: &kube::Api<VRouterConfig>, name: &str, body: Value) -
 async fn write_own_status(
     client: &kube::Client,
     api: &kube::Api<VRouterConfig>,
-    own: &vrouter_operator::own_writes::OwnWrites,
+    own: &vrouter_operator::runtime::own_writes::OwnWrites,
     message: &str,
 ) -> String {
     let current = api.get("c").await.unwrap();
@@ -974,7 +974,7 @@ async fn write_own_status(
         message: message.into(),
         ..before.clone()
     };
-    let written = vrouter_operator::status_writes::patch_status(client, &current, Some(&before), &next)
+    let written = vrouter_operator::runtime::status_writes::patch_status(client, &current, Some(&before), &next)
         .await
         .unwrap()
         .expect("the status changed");
@@ -994,10 +994,10 @@ async fn the_config_watch_drops_its_own_status_writes_and_passes_every_change_ma
         json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name c\n"}}),
     )
     .await;
-    let own = Arc::new(vrouter_operator::own_writes::OwnWrites::default());
-    let watch = Arc::new(vrouter_operator::watches::SharedWatch::new(api.clone()));
+    let own = Arc::new(vrouter_operator::runtime::own_writes::OwnWrites::default());
+    let watch = Arc::new(vrouter_operator::runtime::watches::SharedWatch::new(api.clone()));
     let store = watch.store();
-    let triggers = vrouter_operator::vrouterconfig::config_triggers(watch.subscribe(), own.clone());
+    let triggers = vrouter_operator::controllers::vrouter_config::config_triggers(watch.subscribe(), own.clone());
     let watching = watch.clone();
     let _watching = tokio::spawn(async move {
         use futures::FutureExt;
@@ -1120,7 +1120,7 @@ async fn a_config_is_woken_by_an_annotation_a_status_and_a_reboot_stamp_that_oth
 /// stamped on the target makes the next check ask again.
 #[tokio::test]
 async fn the_guest_os_is_asked_once_per_boot() {
-    use vrouter_operator::vrouterconfig::recently_ready::FRESH_FOR;
+    use vrouter_operator::runtime::recently_ready::FRESH_FOR;
     let site = site("ctl-os-once", &["r1"], Settings::default()).await;
     let ns = &site.ns;
     let configs = ns.api::<VRouterConfig>();

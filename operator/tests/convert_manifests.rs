@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use vrouter_operator::convert_manifests::{EXIT_UNCONVERTIBLE, EXIT_UNREADABLE};
-use vrouter_operator::offline_render::{self, EXIT_INVALID};
+use vrouter_operator::cli::convert::{EXIT_UNCONVERTIBLE, EXIT_UNREADABLE};
+use vrouter_operator::cli::render::{self as offline_render, EXIT_INVALID};
 use vrouter_render::{TemplateEngine, TemplateKind};
 
 fn testdata(dir: &str) -> PathBuf {

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use vrouter_api::{Phase, VRouterBinding, VRouterTemplate};
-use vrouter_operator::context::Settings;
-use vrouter_operator::diff::{EXIT_DIFFERS, EXIT_ERROR, EXIT_SAME};
+use vrouter_operator::cli::diff::{EXIT_DIFFERS, EXIT_ERROR, EXIT_SAME};
+use vrouter_operator::runtime::context::Settings;
 use vrouter_test_apiserver::TestEnv;
 
 use common::{create, final_phase, site};
@@ -285,7 +285,7 @@ fn a_config_not_in_the_cluster_is_shown_whole() {
         "metadata": {"name": "new", "namespace": "net"},
         "spec": {"targetRef": {"name": "r9"}, "commands": "set system host-name r9\n"}}))
     .unwrap();
-    let text = vrouter_operator::diff::diff_config(&desired, &Default::default()).expect("a new config differs");
+    let text = vrouter_operator::cli::diff::diff_config(&desired, &Default::default()).expect("a new config differs");
     assert_eq!(
         changed_lines(&text),
         ["+r9", "+true", "+set system host-name r9"],
@@ -303,14 +303,14 @@ fn the_router_side_ignores_layout_skips_commands_only_configs_and_masks_secrets(
             "spec": {"targetRef": {"name": "r1"}, "config": config, "commands": "set system host-name r1\n"}}))
         .unwrap()
     };
-    let router = |text: &str| vrouter_operator::diff::RouterConfig {
+    let router = |text: &str| vrouter_operator::cli::diff::RouterConfig {
         text: text.to_owned(),
         source: "router".to_owned(),
     };
     let rendered = "system {\n    login {\n        user vyos {\n            authentication {\n                plaintext-password s3cret\n            }\n        }\n    }\n}\n";
     // The same tree as VyOS saves it: other layout, a comment, quotes.
     let saved = "system {\n  login {\n    user \"vyos\" {\n      authentication {\n        plaintext-password \"s3cret\"\n      }\n    }\n  }\n}\n/* vyos-config-version */\n";
-    let diff_router = vrouter_operator::diff::diff_router_config;
+    let diff_router = vrouter_operator::cli::diff::diff_router_config;
     assert_eq!(diff_router(&desired(rendered), &router(saved)), None);
     // Commands only: `load` resets the router to a default only it knows.
     assert_eq!(diff_router(&desired(""), &router(saved)), None);

@@ -26,7 +26,7 @@ use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
 use vrouter_api::{
     ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget, VRouterTemplate,
 };
-use vrouter_operator::offline_render::{self, Loaded};
+use vrouter_operator::cli::render::{self as offline_render, Loaded};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
@@ -318,109 +318,109 @@ const CONDITIONS: &[(&str, &str, &str, &str)] = &[
     (
         "VRouterConfig",
         condition::APPLIED,
-        "operator/src/vrouterconfig",
+        "operator/src/controllers/vrouter_config",
         "condition::APPLIED",
     ),
     (
         "VRouterBinding",
         condition::READY,
-        "operator/src/vrouterbinding",
+        "operator/src/controllers/vrouter_binding",
         "condition::READY",
     ),
     (
         "VRouterStatus",
         condition::SYNCED,
-        "operator/src/vrouterstatus",
+        "operator/src/controllers/vrouter_status",
         "condition::SYNCED",
     ),
     (
         "ProxmoxCluster",
         condition::SYNCED,
-        "operator/src/proxmoxcluster",
+        "operator/src/controllers/proxmox_cluster",
         "condition::SYNCED",
     ),
     (
         "VRouterConfig",
         condition::READY,
-        "operator/src/vrouterconfig",
+        "operator/src/controllers/vrouter_config",
         "conditions::summarise",
     ),
     (
         "VRouterConfig",
         condition::RECONCILING,
-        "operator/src/vrouterconfig",
+        "operator/src/controllers/vrouter_config",
         "conditions::summarise",
     ),
     (
         "VRouterConfig",
         condition::STALLED,
-        "operator/src/vrouterconfig",
+        "operator/src/controllers/vrouter_config",
         "conditions::summarise",
     ),
     (
         "VRouterStatus",
         condition::READY,
-        "operator/src/vrouterstatus",
+        "operator/src/controllers/vrouter_status",
         "conditions::summarise",
     ),
     (
         "VRouterStatus",
         condition::RECONCILING,
-        "operator/src/vrouterstatus",
+        "operator/src/controllers/vrouter_status",
         "conditions::summarise",
     ),
     (
         "VRouterStatus",
         condition::STALLED,
-        "operator/src/vrouterstatus",
+        "operator/src/controllers/vrouter_status",
         "conditions::summarise",
     ),
     (
         "ProxmoxCluster",
         condition::READY,
-        "operator/src/proxmoxcluster",
+        "operator/src/controllers/proxmox_cluster",
         "conditions::summarise",
     ),
     (
         "ProxmoxCluster",
         condition::RECONCILING,
-        "operator/src/proxmoxcluster",
+        "operator/src/controllers/proxmox_cluster",
         "conditions::summarise",
     ),
     (
         "ProxmoxCluster",
         condition::STALLED,
-        "operator/src/proxmoxcluster",
+        "operator/src/controllers/proxmox_cluster",
         "conditions::summarise",
     ),
     (
         "VRouterTarget",
         condition::READY,
-        "operator/src/vroutertarget",
+        "operator/src/controllers/vrouter_target",
         "conditions::summarise",
     ),
     (
         "VRouterTarget",
         condition::RECONCILING,
-        "operator/src/vroutertarget",
+        "operator/src/controllers/vrouter_target",
         "conditions::summarise",
     ),
     (
         "VRouterTarget",
         condition::STALLED,
-        "operator/src/vroutertarget",
+        "operator/src/controllers/vrouter_target",
         "conditions::summarise",
     ),
     (
         "VRouterBinding",
         condition::RECONCILING,
-        "operator/src/vrouterbinding",
+        "operator/src/controllers/vrouter_binding",
         "conditions::summarise",
     ),
     (
         "VRouterBinding",
         condition::STALLED,
-        "operator/src/vrouterbinding",
+        "operator/src/controllers/vrouter_binding",
         "conditions::summarise",
     ),
 ];

@@ -17,8 +17,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus};
-use vrouter_operator::context::{Context, Settings};
-use vrouter_operator::metrics::Metrics;
+use vrouter_operator::runtime::context::{Context, Settings};
+use vrouter_operator::runtime::metrics::Metrics;
 use vrouter_test_apiserver::TestEnv;
 
 use common::{config_phase, create, site, site_idle, start_controllers, vrouter_status_syncing_every, wait_for};
@@ -362,7 +362,7 @@ async fn configs_too_large_for_one_secret_are_reported_not_truncated() {
 /// router; once they stop, it takes its baseline.
 #[tokio::test]
 async fn drift_reads_wait_while_applies_are_being_started() {
-    use vrouter_operator::apply_dispatches::{MAX_WAIT, QUIET};
+    use vrouter_operator::runtime::apply_dispatches::{MAX_WAIT, QUIET};
     let site = drift_site("drift-yield").await;
     let began = std::time::Instant::now();
     let burst = tokio::spawn({
@@ -509,7 +509,7 @@ async fn a_status_object_that_could_not_be_created_is_created_once_it_can_be() {
 /// alone would be two.
 #[tokio::test]
 async fn a_due_check_and_the_running_config_are_one_guest_command() {
-    use vrouter_operator::vrouterconfig::recently_ready::FRESH_FOR;
+    use vrouter_operator::runtime::recently_ready::FRESH_FOR;
     let site = drift_site("drift-one-exec").await;
     create_config(&site).await;
     applied(&site.ns.api::<VRouterConfig>()).await;

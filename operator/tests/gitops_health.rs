@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use vrouter_api::constants::ANNOTATION_PAUSED;
 use vrouter_api::{Phase, ProxmoxCluster, VRouterBinding, VRouterConfig, VRouterStatus, VRouterTarget};
-use vrouter_operator::context::Settings;
+use vrouter_operator::runtime::context::Settings;
 
 use common::{config_phase, create, site, wait_for};
 

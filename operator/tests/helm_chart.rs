@@ -281,7 +281,7 @@ fn env_value(sets: &[&str], name: &str) -> Value {
 fn the_lease_is_the_go_operators_unless_a_value_names_another() {
     assert_eq!(
         env_value(&[], "LEASE_NAME"),
-        vrouter_operator::leader::DEFAULT_LEASE_NAME
+        vrouter_operator::runtime::leader::DEFAULT_LEASE_NAME
     );
     assert_eq!(env_value(&["leaderElection.leaseName=site-a"], "LEASE_NAME"), "site-a");
 }
@@ -334,7 +334,7 @@ fn the_worker_threads_are_a_value_defaulting_to_the_binarys() {
 /// documentation says.
 #[test]
 fn each_controllers_concurrency_is_a_value_defaulting_to_the_binarys() {
-    let defaults = vrouter_operator::context::Concurrency::default();
+    let defaults = vrouter_operator::runtime::context::Concurrency::default();
     let cases = [
         ("configs", "CONFIG_CONCURRENCY", defaults.configs),
         ("statuses", "STATUS_CONCURRENCY", defaults.statuses),

@@ -346,11 +346,11 @@ fn the_listeners_bind_both_families_unless_a_host_is_named() {
             let value = env_of(&objects, var).unwrap_or_else(|| panic!("{var} with {values}"));
             assert_eq!(value, expected, "{var} with {values}");
             // The operator's own parser reads it as the listener meant.
-            let parsed = vrouter_operator::listen::metrics_flag(value.as_str().unwrap())
+            let parsed = vrouter_operator::server::listen::metrics_flag(value.as_str().unwrap())
                 .unwrap_or_else(|e| panic!("{var}={value}: {e}"));
             let all = values.get("bindAddress").is_none();
             assert_eq!(
-                matches!(parsed, vrouter_operator::listen::Listen::AllInterfaces(_)),
+                matches!(parsed, vrouter_operator::server::listen::Listen::AllInterfaces(_)),
                 all,
                 "{var}={value}"
             );

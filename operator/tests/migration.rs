@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTemplate};
-use vrouter_operator::leader;
+use vrouter_operator::runtime::leader;
 
 use common::replica::{LEASE, applied, config_reconciles, replica_on};
 use common::{create, site_idle};

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use vrouter_operator::offline_render::{self, EXIT_INVALID, EXIT_UNREADABLE};
+use vrouter_operator::cli::render::{self as offline_render, EXIT_INVALID, EXIT_UNREADABLE};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/examples")

@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use vrouter_api::{Phase, ProxmoxCluster, VRouterConfig, VRouterTarget};
-use vrouter_operator::context::Settings;
+use vrouter_operator::runtime::context::Settings;
 use vrouter_test_apiserver::TestNamespace;
 
 use common::{Site, condition, config_phase, create, site, wait_for};

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use serde_json::json;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig, VRouterStatus};
-use vrouter_operator::context::Settings;
+use vrouter_operator::runtime::context::Settings;
 use vrouter_test_apiserver::TestEnv;
 
 use common::shipped_rbac;

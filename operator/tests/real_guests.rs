@@ -41,7 +41,7 @@ use common::replica_process::ReplicaProcess;
 use common::{
     condition, config_phase, create, final_phase, proxmox_cluster_with, vrouter_status_syncing_every, wait_for,
 };
-use vrouter_operator::crash_point::CrashPoint;
+use vrouter_operator::runtime::crash_point::CrashPoint;
 
 const BOOT_BOUND: Duration = Duration::from_secs(180);
 const VMID: i64 = 100;
@@ -816,6 +816,7 @@ async fn proxmox_a_dispatch_whose_answer_is_lost_runs_once() {
 /// the router ran each one's script exactly once, never two at a time.
 #[tokio::test]
 async fn proxmox_an_operator_killed_at_each_crash_point_finishes_with_one_run() {
+    assert_crash_points_built();
     let guest = PVE_GUEST.lease();
     guest.wait_for_agent(BOOT_BOUND).await.unwrap_or_else(|e| panic!("{e}"));
     let view = RouterView::new(ChardevTransport::new(&guest, Duration::from_secs(60)));
@@ -850,7 +851,7 @@ async fn proxmox_an_operator_killed_at_each_crash_point_finishes_with_one_run() 
             &lease,
             &env.apiserver_url(),
             &[],
-            &[(vrouter_operator::crash_point::ENV, name)],
+            &[(vrouter_operator::runtime::crash_point::ENV, name)],
         );
         let exit = wait_for_exit(&mut crashing, Duration::from_secs(300)).await;
         assert_eq!(exit.signal(), Some(9), "{name}: {exit}\n{}", crashing.log());
@@ -871,6 +872,17 @@ async fn proxmox_an_operator_killed_at_each_crash_point_finishes_with_one_run() 
     assert_router_ran_once_each(&view, &apply_ids).await;
 }
 
+/// The operator binary these tests run has crash points only when built with
+/// the `crash-points` feature, which `cargo xtask test` enables.
+fn assert_crash_points_built() {
+    if !cfg!(feature = "crash-points") {
+        panic!(
+            "the operator was built without crash points: run these tests with \
+             `cargo test -p vrouter-operator --features crash-points` (cargo xtask test does)"
+        );
+    }
+}
+
 /// Starts the released binary with the crash point `point` selected, and
 /// waits for it to kill itself there with SIGKILL.
 async fn killed_at(env: &TestEnv, ns: &TestNamespace, name: &str, point: CrashPoint) {
@@ -880,7 +892,7 @@ async fn killed_at(env: &TestEnv, ns: &TestNamespace, name: &str, point: CrashPo
         ns,
         name,
         &server,
-        &[(vrouter_operator::crash_point::ENV, point.name())],
+        &[(vrouter_operator::runtime::crash_point::ENV, point.name())],
     );
     let exit = wait_for_exit(&mut crashing, Duration::from_secs(300)).await;
     assert_eq!(exit.signal(), Some(9), "{name}: {exit}\n{}", crashing.log());
@@ -923,6 +935,7 @@ async fn rollout_completed(ns: &TestNamespace, binding: &str) {
 /// never two at a time.
 #[tokio::test]
 async fn proxmox_an_operator_killed_after_a_rollout_stamp_finishes_the_rollout_with_one_run_each() {
+    assert_crash_points_built();
     let guest = PVE_GUEST.lease();
     up_longer_than_the_reboot_window(&guest).await;
     let sync = format!("{REBOOT_SYNC_SECS}s");

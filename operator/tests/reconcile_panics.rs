@@ -21,9 +21,9 @@ use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use serde_json::json;
-use vrouter_operator::context::{Context, Providers, Settings};
-use vrouter_operator::metrics::Metrics;
-use vrouter_operator::reconciler::{self, Reconciler, Shutdown};
+use vrouter_operator::runtime::context::{Context, Providers, Settings};
+use vrouter_operator::runtime::metrics::Metrics;
+use vrouter_operator::runtime::reconciler::{self, Reconciler, Shutdown};
 use vrouter_providers::{Provider, ProviderError};
 use vrouter_test_apiserver::TestEnv;
 

@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use vrouter_api::{Phase, VRouterConfig};
-use vrouter_operator::status_writes;
+use vrouter_operator::runtime::status_writes;
 use vrouter_test_apiserver::TestEnv;
 
 use common::create;
@@ -81,7 +81,7 @@ async fn a_result_survives_a_label_written_meanwhile_but_not_a_status_written_me
 #[tokio::test]
 async fn a_new_exec_handle_survives_a_label_written_while_the_apply_starts() {
     use k8s_openapi::jiff::Timestamp;
-    use vrouter_operator::vrouterconfig::decide::{self, Clock};
+    use vrouter_operator::controllers::vrouter_config::decide::{self, Clock};
 
     let env = TestEnv::shared().await;
     let ns = env.namespace("handle-writes").await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig};
-use vrouter_operator::context::Settings;
+use vrouter_operator::runtime::context::Settings;
 
 use common::{condition, config_phase, create, site, wait_for};
 

@@ -27,11 +27,11 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use tokio::sync::watch;
 use vrouter_api::{Phase, VRouterConfig, VRouterTarget};
-use vrouter_operator::context::{Context, Providers, Settings};
-use vrouter_operator::metrics::Metrics;
-use vrouter_operator::reconciler::{Scope, Shutdown};
-use vrouter_operator::vrouterconfig;
-use vrouter_operator::watches::Watches;
+use vrouter_operator::controllers::vrouter_config;
+use vrouter_operator::runtime::context::{Context, Providers, Settings};
+use vrouter_operator::runtime::metrics::Metrics;
+use vrouter_operator::runtime::reconciler::{Scope, Shutdown};
+use vrouter_operator::runtime::watches::Watches;
 use vrouter_providers::{FactoryContext, GuestPaths, KubeLookup, Provider, ProviderError, build_provider};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 use vrouter_test_peers::guest::GuestSandbox;
@@ -197,7 +197,7 @@ fn start_config_controller(ctx: &Arc<Context>, namespace: &str) -> watch::Sender
     tokio::spawn(async move {
         let watches = Watches::new(&scope);
         futures::join!(
-            vrouterconfig::run(ctx, &scope, &watches, shutdown.clone()),
+            vrouter_config::run(ctx, &scope, &watches, shutdown.clone()),
             watches.run(shutdown)
         );
     });

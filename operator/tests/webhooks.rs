@@ -17,10 +17,10 @@ use tokio::net::TcpListener;
 
 use tokio::sync::watch;
 use vrouter_api::{VRouterBinding, VRouterConfig, VRouterParams, VRouterTarget, VRouterTemplate};
-use vrouter_operator::metrics::Metrics;
-use vrouter_operator::tls::ReloadingCert;
-use vrouter_operator::webhooks::review::Admission;
-use vrouter_operator::webhooks::server::{self, VALIDATE_PATH};
+use vrouter_operator::runtime::metrics::Metrics;
+use vrouter_operator::server::tls::ReloadingCert;
+use vrouter_operator::server::webhooks::review::Admission;
+use vrouter_operator::server::webhooks::server::{self, VALIDATE_PATH};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 
 use common::{Namespaced, try_create as create};
@@ -760,7 +760,12 @@ async fn ten_thousand_reviews_of_random_kinds_leave_the_metrics_bounded() {
 #[tokio::test]
 async fn a_config_of_one_mebibyte_gets_its_finalizer_and_applies() {
     webhooks().await;
-    let site = common::site("wh-large", &["r1"], vrouter_operator::context::Settings::default()).await;
+    let site = common::site(
+        "wh-large",
+        &["r1"],
+        vrouter_operator::runtime::context::Settings::default(),
+    )
+    .await;
     let mut config = String::new();
     let mut i = 0;
     while config.len() < 1024 * 1024 {

@@ -7,7 +7,15 @@ use std::path::{Path, PathBuf};
 /// `helm install` test (`crates/vrouter-test-node/tests/helm.rs`).
 pub const OPERATOR_IMAGE_ENV: &str = "VROUTER_OPERATOR_IMAGE";
 
-const TESTS: &[&str] = &["test", "--workspace", "--locked"];
+/// The operator's crash-point tests need its `crash-points` feature; the
+/// release build (Dockerfile) never has it.
+const TESTS: &[&str] = &[
+    "test",
+    "--workspace",
+    "--locked",
+    "--features",
+    "vrouter-operator/crash-points",
+];
 
 pub fn run(root: &Path) -> anyhow::Result<()> {
     crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;

@@ -4,7 +4,7 @@
 //! resolves, each manifest template is YAML once its actions are blanked
 //! out, and the chart says the same as the plain manifests in
 //! `deploy/operator/` (RBAC rules, webhook rules, security contexts,
-//! resources) and the operator's flags (`operator/src/cli.rs`). Rendering
+//! resources) and the operator's flags (`operator/src/cli/args.rs`). Rendering
 //! the chart with a real `helm` and sending it to a real API server is
 //! `operator/tests/helm_chart.rs`.
 
@@ -333,7 +333,7 @@ fn chart_yaml_is_v2_and_versioned_like_the_workspace() {
 
 #[test]
 fn every_env_var_the_chart_sets_is_a_flag_the_operator_reads() {
-    let cli = read(&root().join("operator/src/cli.rs"));
+    let cli = read(&root().join("operator/src/cli/args.rs"));
     let flags: BTreeSet<&str> = cli
         .match_indices("env = \"")
         .filter_map(|(i, m)| cli[i + m.len()..].split('"').next())

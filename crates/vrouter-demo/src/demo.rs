@@ -22,8 +22,8 @@ use serde_json::json;
 use tokio::sync::watch;
 use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
-use vrouter_operator::context::{Context, Settings};
-use vrouter_operator::metrics::Metrics;
+use vrouter_operator::runtime::context::{Context, Settings};
+use vrouter_operator::runtime::metrics::Metrics;
 use vrouter_providers::{GuestPaths, KubeLookup};
 use vrouter_test_apiserver::TestEnv;
 

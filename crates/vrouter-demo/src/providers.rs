@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use vrouter_api::VRouterTarget;
-use vrouter_operator::context::Providers;
+use vrouter_operator::runtime::context::Providers;
 use vrouter_providers::proxmox::ProxmoxClients;
 use vrouter_providers::{FactoryContext, GuestPaths, KeptProviders, KubeLookup, Provider, ProviderError};
 

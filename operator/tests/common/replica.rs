@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use vrouter_api::{Phase, VRouterConfig};
-use vrouter_operator::context::{Context, Settings};
 use vrouter_operator::controllers::{self, Ended};
-use vrouter_operator::leader::{self, Candidate, Election};
-use vrouter_operator::metrics::{ControllerLabels, Metrics};
+use vrouter_operator::runtime::context::{Context, Settings};
+use vrouter_operator::runtime::leader::{self, Candidate, Election};
+use vrouter_operator::runtime::metrics::{ControllerLabels, Metrics};
 use vrouter_test_apiserver::TestEnv;
 
 use super::{Site, final_phase};

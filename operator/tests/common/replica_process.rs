@@ -44,7 +44,7 @@ impl ReplicaProcess {
     }
 
     /// [`ReplicaProcess::start`] with `vars` added to its environment (a
-    /// crash point, `vrouter_operator::crash_point::ENV`).
+    /// crash point, `vrouter_operator::runtime::crash_point::ENV`).
     pub fn start_with_env(
         env: &TestEnv,
         identity: &str,

@@ -274,7 +274,7 @@ fn commits_of(agent: &Agent) -> usize {
 }
 
 /// Longer than the webhook server keeps an idle connection open
-/// (`operator/src/webhooks/server.rs`).
+/// (`operator/src/server/webhooks/server.rs`).
 const WEBHOOK_IDLE_CLOSE: Duration = Duration::from_secs(11);
 
 /// Takes the chart's webhook Service's endpoints away (`false`), by a

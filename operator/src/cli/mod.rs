@@ -1,0 +1,11 @@
+//! The command line: the operator's flags ([`args`]) and the offline commands
+//! `render`, `convert` and `diff`.
+
+pub mod args;
+pub mod convert;
+pub mod diff;
+pub mod go_flags;
+pub mod manifest_files;
+pub mod render;
+
+pub use args::*;
