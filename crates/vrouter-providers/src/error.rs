@@ -209,7 +209,7 @@ pub enum ProviderError {
     #[error("{target} may not reach its vrouter-daemon agent: {denied}")]
     DaemonAccessDenied {
         target: String,
-        denied: vrouter_api::daemon_access::DaemonAccessDenied,
+        denied: Box<vrouter_api::daemon_access::DaemonAccessDenied>,
     },
 
     #[error("{kind} {namespace}/{name} (referenced by {referrer}) not found")]

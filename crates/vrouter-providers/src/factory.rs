@@ -493,7 +493,7 @@ async fn check_daemon_grant(
     daemon_access::check_daemon_access(&reach, annotations.as_ref()).map_err(|denied| {
         ProviderError::DaemonAccessDenied {
             target: referrer.to_owned(),
-            denied,
+            denied: Box::new(denied),
         }
     })
 }
