@@ -133,7 +133,10 @@ async fn a_script_that_cannot_be_built_fails_at_once_instead_of_retrying() {
 }
 
 /// A VRouterTarget of type vrouter-daemon for agent `agent` behind `daemon`.
+/// The namespace is granted every agent of that daemon.
 async fn daemon_target(ns: &TestNamespace, name: &str, daemon: &Daemon, agent: &str, timeout_seconds: i32) {
+    let every_agent = format!("{}/*", daemon.address());
+    common::grant_daemon_agents(&ns.client(), ns.name(), Some(&every_agent)).await;
     create::<VRouterTarget>(
         ns,
         json!({"metadata": {"name": name}, "spec": {"provider": {"type": "vrouter-daemon", "daemon": {

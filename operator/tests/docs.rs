@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use kube::CustomResourceExt;
 use serde_json::Value;
 use vrouter_api::constants::{ANNOTATION_PAUSED, LABEL_BINDING, LABEL_TARGET, condition};
+use vrouter_api::daemon_access::ANNOTATION_ALLOWED_DAEMON_AGENTS;
 use vrouter_api::manifest::{Manifest, parse_documents_strictly};
 use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
 use vrouter_api::{
@@ -656,7 +657,7 @@ impl Checker {
                     .or_else(|| annotation.strip_suffix('-'))
                     .ok_or_else(|| format!("annotation {annotation:?} is neither key=value nor key-"))?;
                 let read: &[&str] = match kind.as_str() {
-                    "Namespace" => &[ANNOTATION_ALLOWED_TARGET_NAMESPACES],
+                    "Namespace" => &[ANNOTATION_ALLOWED_TARGET_NAMESPACES, ANNOTATION_ALLOWED_DAEMON_AGENTS],
                     "ClusterRole" => {
                         proven_by("operator/tests/migration_go_kustomize.rs", "run_guide_step(&env, 2")?;
                         HELM_OWNERSHIP

@@ -149,6 +149,8 @@ async fn cut_the_leader_off(fault: &str, cut_off: fn(&Proxy)) {
     let proxy = toxiproxy.proxy("apiserver-for-replica-a", apiserver);
     let daemon = Daemon::start();
     let agent = daemon.start_agent("edge-1", AgentFlags::default()).await;
+    let granted = format!("{}/edge-1", daemon.address());
+    common::grant_daemon_agents(&env.client(), ns.name(), Some(&granted)).await;
     create::<VRouterTarget>(
         &ns,
         json!({"metadata": {"name": "r1"}, "spec": {"provider": {"type": "vrouter-daemon", "daemon": {

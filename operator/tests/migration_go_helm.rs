@@ -79,7 +79,7 @@ async fn the_go_helm_release_upgraded_to_this_chart_by_the_guide_loses_and_reapp
 
     // Sites in two namespaces, applied by the Go operator.
     let daemon = Daemon::start();
-    let sites = Site::two_namespaces(&env, dir.path()).await;
+    let sites = Site::two_namespaces(&env, dir.path(), &daemon).await;
     let agents = start_routers(&daemon, &sites).await;
     for site in &sites {
         site.write(&daemon, "192.0.2.53");

@@ -128,7 +128,7 @@ async fn the_go_kustomize_install_moves_to_this_operator_by_the_guide_losing_and
 
     // Sites in two namespaces, applied by the Go operator.
     let daemon = Daemon::start();
-    let sites = Site::two_namespaces(&env, dir.path()).await;
+    let sites = Site::two_namespaces(&env, dir.path(), &daemon).await;
     let agents = start_routers(&daemon, &sites).await;
     for site in &sites {
         site.write(&daemon, "192.0.2.53");

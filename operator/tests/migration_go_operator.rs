@@ -129,6 +129,7 @@ async fn the_real_go_operator_applies_then_this_operator_takes_over_without_appl
     common::install_vmi_crd(&env.client()).await;
     let ns = env.namespace("go-operator").await;
     let daemon = Daemon::start();
+    migration::grant_daemon(&env, &ns, &daemon);
     let mut agents = Vec::new();
     for router in ROUTERS {
         agents.push(daemon.start_agent(router, AgentFlags::default()).await);

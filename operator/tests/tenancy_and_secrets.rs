@@ -26,6 +26,7 @@ use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use vrouter_api::daemon_access::ANNOTATION_ALLOWED_DAEMON_AGENTS;
 use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
 use vrouter_operator::runtime::context::{Context, FactoryProviders, Settings};
@@ -36,11 +37,12 @@ use vrouter_operator::server::webhooks::server::{self, VALIDATE_PATH};
 use vrouter_providers::lookup_cache::CachedLookup;
 use vrouter_providers::{FactoryContext, KubeLookup};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
+use vrouter_test_peers::daemon::{AgentFlags, Daemon};
 use vrouter_test_peers::guest::GuestSandbox;
 use vrouter_test_peers::kube::FakeKubeApi;
 use vrouter_test_peers::{AgentProcess, start_agent};
 
-use common::{final_phase, start_controllers, try_create, wait_for};
+use common::{final_phase, grant_daemon_agents, start_controllers, try_create, wait_for};
 
 const KINDS: [&str; 7] = [
     "vroutertemplates",
@@ -503,4 +505,107 @@ async fn router_secrets_reach_only_the_router_and_the_drift_secret() {
     let log = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
     assert!(log.contains("vrouter_operator"), "the operator's log was captured");
     assert_absent("the operator's log", &log, &secrets);
+}
+
+fn daemon_target(daemon: &Daemon, agent: &str) -> Value {
+    json!({"metadata": {"name": "d"}, "spec": {"provider": {"type": "vrouter-daemon",
+        "daemon": {"address": daemon.address(), "agentID": agent, "timeoutSeconds": 60}}}})
+}
+
+#[tokio::test]
+async fn a_target_reaches_a_daemon_agent_only_with_its_namespace_s_grant() {
+    webhooks().await;
+    let env = TestEnv::shared().await;
+    let tenant = env.namespace("daemon-tenant").await;
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("edge-1", AgentFlags::default()).await;
+    // Uncached Namespaces, so a withdrawn grant takes effect at once.
+    let providers = Arc::new(FactoryProviders::new(
+        CachedLookup::new(KubeLookup::new(env.client()), Duration::ZERO),
+        FactoryContext::default(),
+    ));
+    let ctx = Arc::new(Context::new(
+        env.client(),
+        Metrics::new(),
+        Settings::default(),
+        providers,
+    ));
+    let _stop = start_controllers(&ctx, tenant.name());
+    let named = format!(
+        "namespace {:?} is not granted agent \"edge-1\" of the vrouter-daemon at {:?}",
+        tenant.name(),
+        daemon.address()
+    );
+    let how_to_grant = format!(
+        "kubectl annotate namespace {} --overwrite {ANNOTATION_ALLOWED_DAEMON_AGENTS}=",
+        tenant.name()
+    );
+
+    // Admission: refused, naming the namespace, endpoint and agent.
+    let refused = try_create::<VRouterTarget>(&tenant, daemon_target(&daemon, "edge-1"))
+        .await
+        .expect_err("a daemon target without its namespace's grant was admitted");
+    assert!(refused.contains("spec.provider.daemon"), "{refused}");
+    assert!(refused.contains(&named), "{refused}");
+    assert!(
+        refused.contains(&format!("{how_to_grant}{}/edge-1", daemon.address())),
+        "{refused}"
+    );
+    // Another agent of the same daemon is not this one.
+    let other = format!("{}/edge-2", daemon.address());
+    grant_daemon_agents(&env.client(), tenant.name(), Some(&other)).await;
+    let refused = try_create::<VRouterTarget>(&tenant, daemon_target(&daemon, "edge-1"))
+        .await
+        .unwrap_err();
+    assert!(refused.contains(&named), "{refused}");
+
+    // Granted by pattern, the target is admitted; the grant is then withdrawn.
+    let by_pattern = format!("{other}, {}/edge-*", daemon.address());
+    grant_daemon_agents(&env.client(), tenant.name(), Some(&by_pattern)).await;
+    try_create::<VRouterTarget>(&tenant, daemon_target(&daemon, "edge-1"))
+        .await
+        .unwrap();
+    grant_daemon_agents(&env.client(), tenant.name(), None).await;
+
+    // Reconcile fails closed: the config names the refusal; nothing ran.
+    try_create::<VRouterConfig>(
+        &tenant,
+        json!({"metadata": {"name": "c"}, "spec": {"targetRef": {"name": "d"}, "commands": "set system host-name r1\n"}}),
+    )
+    .await
+    .unwrap();
+    let configs = tenant.api::<VRouterConfig>();
+    let message = wait_for(
+        "the refusal in the config's status",
+        Duration::from_secs(60),
+        || async {
+            let message = configs.get("c").await.ok()?.status?.message;
+            message.contains("is not granted").then_some(message)
+        },
+    )
+    .await;
+    assert!(message.contains(&named), "{message}");
+    assert_eq!(
+        agent.sandbox().calls(),
+        Vec::<String>::new(),
+        "the agent ran a script without the grant"
+    );
+
+    // Granted again: applied through the real daemon and agent.
+    grant_daemon_agents(&env.client(), tenant.name(), Some(&by_pattern)).await;
+    configs
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"commands": "set system host-name r2\n"}})),
+        )
+        .await
+        .unwrap();
+    let (phase, _, message) = final_phase(&configs, "c", Duration::from_secs(90)).await;
+    assert_eq!(phase, Phase::Applied, "{message}\nagent log:\n{}", agent.log());
+    assert!(
+        agent.sandbox().calls().contains(&"set system host-name r2".to_owned()),
+        "{:?}",
+        agent.sandbox().calls()
+    );
 }

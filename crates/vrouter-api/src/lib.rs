@@ -5,6 +5,7 @@ pub mod compose;
 pub mod config;
 pub mod constants;
 pub mod crds;
+pub mod daemon_access;
 pub mod duration;
 pub mod fingerprint;
 pub mod manifest;

@@ -20,6 +20,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use tokio::sync::watch;
+use vrouter_api::daemon_access::ANNOTATION_ALLOWED_DAEMON_AGENTS;
 use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterTarget};
 use vrouter_operator::runtime::context::{Context, Settings};
@@ -244,6 +245,34 @@ async fn create_namespaces(client: &kube::Client, plan: &Plan) -> anyhow::Result
                 ),
             );
         }
+    }
+    grant_daemon_agents(&api, plan).await
+}
+
+/// Grants each namespace the daemon agents its examples' targets name, as a
+/// cluster administrator would (`vrouter_api::daemon_access`).
+async fn grant_daemon_agents(api: &Api<Namespace>, plan: &Plan) -> anyhow::Result<()> {
+    let mut grants: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for item in plan.items.iter().filter(|i| i.kind == "VRouterTarget") {
+        let target = serde_json::from_value::<VRouterTarget>(item.value.clone()).ok();
+        if let Some(reach) = target.and_then(|t| t.daemon_reach()) {
+            let entry = format!("{}/{}", reach.endpoint, reach.agent_id);
+            grants.entry(reach.target_namespace).or_default().insert(entry);
+        }
+    }
+    for (name, entries) in grants {
+        let value = entries.into_iter().collect::<Vec<_>>().join(",");
+        let patch = json!({"metadata": {"annotations": {ANNOTATION_ALLOWED_DAEMON_AGENTS: &value}}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .with_context(|| format!("granting namespace {name} its vrouter-daemon agents"))?;
+        say(
+            "apply",
+            format!(
+                "{:<28} Namespace {name} may reach vrouter-daemon agents {value}",
+                "(for the examples)"
+            ),
+        );
     }
     Ok(())
 }

@@ -217,6 +217,14 @@ pub enum ProviderError {
         denied: vrouter_api::vm_access::VmAccessDenied,
     },
 
+    /// The target names a vrouter-daemon agent its namespace has not been
+    /// granted (`vrouter_api::daemon_access`). Nothing was sent to the daemon.
+    #[error("{target} may not reach its vrouter-daemon agent: {denied}")]
+    DaemonAccessDenied {
+        target: String,
+        denied: Box<vrouter_api::daemon_access::DaemonAccessDenied>,
+    },
+
     #[error("{kind} {namespace}/{name} (referenced by {referrer}) not found")]
     ReferenceNotFound {
         kind: &'static str,

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use vrouter_api::daemon_access;
 use vrouter_api::proxmox_cluster::{SECRET_KEY_TOKEN_ID, SECRET_KEY_TOKEN_SECRET};
 use vrouter_api::validate;
 use vrouter_api::vm_access;
@@ -494,6 +495,25 @@ async fn check_vm_namespace_grant(
     })
 }
 
+/// A daemon agent is reached only with the grant on the target's own
+/// Namespace (`vrouter_api::daemon_access`), checked before anything is dialled.
+async fn check_daemon_grant(
+    target: &VRouterTarget,
+    lookup: &dyn ObjectLookup,
+    referrer: &str,
+) -> Result<(), ProviderError> {
+    let Some(reach) = target.daemon_reach() else {
+        return Ok(());
+    };
+    let annotations = lookup.namespace_annotations(&reach.target_namespace).await?;
+    daemon_access::check_daemon_access(&reach, annotations.as_ref()).map_err(|denied| {
+        ProviderError::DaemonAccessDenied {
+            target: referrer.to_owned(),
+            denied: Box::new(denied),
+        }
+    })
+}
+
 /// Builds the provider for `target`.
 pub async fn build_provider(
     target: &VRouterTarget,
@@ -555,7 +575,10 @@ pub(crate) async fn build_planned(
             let sources = ProxmoxSources::look_up(&cluster_namespace, &cluster_name, target, lookup).await?;
             Ok(Box::new(sources.provider(vmid, cached_node, ctx)?))
         }
-        Plan::Daemon(config) => Ok(Box::new(DaemonProvider::new(&config, ctx.daemon.clone())?)),
+        Plan::Daemon(config) => {
+            check_daemon_grant(target, lookup, &referrer).await?;
+            Ok(Box::new(DaemonProvider::new(&config, ctx.daemon.clone())?))
+        }
     }
 }
 

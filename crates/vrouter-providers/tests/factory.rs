@@ -252,10 +252,42 @@ async fn daemon_targets_get_the_daemon_provider() {
         }),
         ..Default::default()
     });
-    let p = build_provider(&t, &StaticLookup::default(), &FactoryContext::default())
-        .await
-        .unwrap();
+    let namespace = |grant: &str| k8s_openapi::api::core::v1::Namespace {
+        metadata: ObjectMeta {
+            name: Some(NS.into()),
+            annotations: Some(BTreeMap::from([(
+                vrouter_api::daemon_access::ANNOTATION_ALLOWED_DAEMON_AGENTS.to_owned(),
+                grant.to_owned(),
+            )])),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let granted = StaticLookup {
+        namespaces: vec![namespace("127.0.0.1:50052/router-*")],
+        ..Default::default()
+    };
+    let p = build_provider(&t, &granted, &FactoryContext::default()).await.unwrap();
     assert_eq!(p.kind(), ProviderType::VRouterDaemon);
+
+    // Without the grant on the target's Namespace, no provider.
+    for lookup in [
+        StaticLookup::default(),
+        StaticLookup {
+            namespaces: vec![namespace("127.0.0.1:50052/router-b")],
+            ..Default::default()
+        },
+    ] {
+        let err = build_provider(&t, &lookup, &FactoryContext::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProviderError::DaemonAccessDenied { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .contains("\"router-a\" of the vrouter-daemon at \"127.0.0.1:50052\""),
+            "{err}"
+        );
+    }
 }
 
 fn kubeconfig_yaml(server: &str, user: &str) -> String {

@@ -49,6 +49,18 @@ pub fn go_site(daemon: &Daemon, routers: &[&str], first_id: usize, dns: &str) ->
     )
 }
 
+/// Grants namespace `ns` every agent of `daemon`, with the command the
+/// guide gives a cluster administrator (docs/migrating-from-go.md): this
+/// operator reaches a daemon agent only with that grant.
+pub fn grant_daemon(env: &TestEnv, ns: &TestNamespace, daemon: &Daemon) {
+    let grant = format!(
+        "{}={}/*",
+        vrouter_api::daemon_access::ANNOTATION_ALLOWED_DAEMON_AGENTS,
+        daemon.address()
+    );
+    kubectl(env, &["annotate", "namespace", ns.name(), "--overwrite", &grant]);
+}
+
 /// `kubectl` of the API server's release against `env`, as the guide runs
 /// it (from the repository's root); panics with its output when it fails.
 pub fn kubectl(env: &TestEnv, args: &[&str]) -> String {

@@ -31,15 +31,17 @@ pub struct Site {
 
 impl Site {
     /// Sites `site-a` (two routers) and `site-b` (one), their manifests in
-    /// `dir`.
-    pub async fn two_namespaces(env: &TestEnv, dir: &Path) -> Vec<Site> {
+    /// `dir`, each namespace granted the agents of `daemon`.
+    pub async fn two_namespaces(env: &TestEnv, dir: &Path, daemon: &Daemon) -> Vec<Site> {
         let mut sites = Vec::new();
         for (hint, routers, first_id) in [
             ("site-a", &["edge-1", "edge-2"][..], 11),
             ("site-b", &["edge-3"][..], 13),
         ] {
+            let ns = env.namespace(hint).await;
+            super::go_migration::grant_daemon(env, &ns, daemon);
             sites.push(Site {
-                ns: env.namespace(hint).await,
+                ns,
                 routers,
                 first_id,
                 manifest: dir.join(format!("{hint}.yaml")),

@@ -365,3 +365,18 @@ pub async fn install_vmi_crd(client: &kube::Client) {
         .await
         .unwrap_or_else(|e| panic!("installing the VMI CRD: {e}"));
 }
+
+/// Sets the daemon grant on Namespace `namespace` to `entries`
+/// (`ENDPOINT/AGENT`, comma-separated), as a cluster administrator would;
+/// `None` removes it.
+pub async fn grant_daemon_agents(client: &kube::Client, namespace: &str, entries: Option<&str>) {
+    use vrouter_api::daemon_access::ANNOTATION_ALLOWED_DAEMON_AGENTS;
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            namespace,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION_ALLOWED_DAEMON_AGENTS: entries}}})),
+        )
+        .await
+        .unwrap();
+}

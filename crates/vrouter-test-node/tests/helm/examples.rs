@@ -115,7 +115,8 @@ pub async fn the_examples_apply(
     let image = node.import_virsh_image().expect("the virsh image");
     let mut views = BTreeMap::new();
     for (ns, domain) in &guests {
-        namespace_named(node, ns, *ns == VM_NS).await;
+        let daemon_grant = (*ns == EXAMPLES_NS).then(|| format!("{daemon_address}/{DAEMON_AGENT}"));
+        namespace_named(node, ns, *ns == VM_NS, daemon_grant).await;
         views.insert(*ns, kubevirt_vm(node, ns, domain, image).await);
     }
     let substitutes = Substitutes {
@@ -222,13 +223,16 @@ async fn namespace_deleted(node: &TestNode, name: &str) {
 
 /// A namespace with this exact name (the examples name theirs), its
 /// `default` ServiceAccount there; `consents` annotates it to allow
-/// targets in [`EXAMPLES_NS`] to configure its VMs.
-async fn namespace_named(node: &TestNode, name: &str, consents: bool) {
-    let annotations = if consents {
-        json!({"vrouter.kojuro.date/allowed-target-namespaces": EXAMPLES_NS})
-    } else {
-        json!({})
-    };
+/// targets in [`EXAMPLES_NS`] to configure its VMs; `daemon_grant` grants
+/// its targets those vrouter-daemon agents.
+async fn namespace_named(node: &TestNode, name: &str, consents: bool, daemon_grant: Option<String>) {
+    let mut annotations = json!({});
+    if consents {
+        annotations["vrouter.kojuro.date/allowed-target-namespaces"] = json!(EXAMPLES_NS);
+    }
+    if let Some(grant) = daemon_grant {
+        annotations["vrouter.kojuro.date/allowed-daemon-agents"] = json!(grant);
+    }
     let namespace: Namespace =
         serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}})).expect("a Namespace");
     Api::<Namespace>::all(node.client())

@@ -55,6 +55,17 @@ const SOAK: &str = "20s";
 /// A template, one daemon target per router and a binding that rolls out
 /// one router at a time, soaking [`SOAK`] after each is Applied.
 async fn declare_the_rollout(ns: &TestNamespace, address: &str) {
+    // The grant a cluster administrator gives the namespace (docs/security.md).
+    let grant =
+        json!({"metadata": {"annotations": {"vrouter.kojuro.date/allowed-daemon-agents": format!("{address}/*")}}});
+    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(ns.client())
+        .patch(
+            ns.name(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(grant),
+        )
+        .await
+        .expect("granting the namespace the daemon's agents");
     create(
         &api_of(ns, "VRouterTemplate", "vroutertemplates"),
         json!({"apiVersion": "vrouter.kojuro.date/v1", "kind": "VRouterTemplate",

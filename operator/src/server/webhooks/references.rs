@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
+use vrouter_api::daemon_access;
 use vrouter_api::manifest::Manifest;
 use vrouter_api::validate::Violation;
 use vrouter_api::vm_access;
@@ -146,7 +147,11 @@ pub async fn cluster_denials(client: &Client, object: &Manifest) -> Vec<Violatio
         Manifest::Binding(b) => binding_references(client, b).await,
         Manifest::Config(c) => config_references(client, c).await,
         Manifest::Status(s) => status_references(client, s).await,
-        Manifest::Target(t) => target_vm_access(client, t).await,
+        Manifest::Target(t) => {
+            let mut out = target_vm_access(client, t).await;
+            out.extend(target_daemon_access(client, t).await);
+            out
+        }
         _ => Vec::new(),
     }
 }
@@ -189,6 +194,42 @@ async fn target_vm_access(client: &Client, t: &VRouterTarget) -> Vec<Violation> 
         }
     };
     match vm_access::check_vm_access(&reach, annotations.as_ref()) {
+        Ok(()) => Vec::new(),
+        Err(denied) => vec![Violation {
+            field,
+            message: denied.to_string(),
+        }],
+    }
+}
+
+/// A daemon target needs the grant on its own Namespace
+/// (`vrouter_api::daemon_access`). Fails closed: a Namespace that cannot be
+/// read denies.
+async fn target_daemon_access(client: &Client, t: &VRouterTarget) -> Vec<Violation> {
+    // An empty address or agent id is refused by the object rules already.
+    let Some(reach) = t
+        .daemon_reach()
+        .filter(|r| !r.endpoint.is_empty() && !r.agent_id.is_empty())
+    else {
+        return Vec::new();
+    };
+    let field = "spec.provider.daemon".to_owned();
+    let annotations = match Api::<Namespace>::all(client.clone())
+        .get_opt(&reach.target_namespace)
+        .await
+    {
+        Ok(namespace) => namespace.map(|ns| ns.metadata.annotations.unwrap_or_default()),
+        Err(e) => {
+            return vec![Violation {
+                field,
+                message: format!(
+                    "could not read Namespace {:?} to check its daemon grant: {e}",
+                    reach.target_namespace
+                ),
+            }];
+        }
+    };
+    match daemon_access::check_daemon_access(&reach, annotations.as_ref()) {
         Ok(()) => Vec::new(),
         Err(denied) => vec![Violation {
             field,
