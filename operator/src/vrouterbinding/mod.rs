@@ -4,6 +4,7 @@
 //! the references, `writes` writes the configs, `reconcile` runs the steps.
 
 pub mod decide;
+mod pause;
 mod reconcile;
 pub mod render_cache;
 pub mod resolve;
