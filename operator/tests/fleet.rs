@@ -167,3 +167,49 @@ async fn a_paused_binding_dispatches_nothing_new_and_applies_once_resumed() {
     )
     .await;
 }
+
+/// An apply running when its binding is paused is followed to its result:
+/// the config ends Applied while it carries the paused label.
+#[tokio::test]
+async fn an_apply_in_flight_when_its_binding_is_paused_finishes() {
+    let site = site("fleet-pause-inflight", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    let gate = site.routers["r1"].sandbox.dir().join("gate");
+    let commands = format!(
+        "set system host-name gated\nwhile [ ! -e {} ]; do sleep 0.1; done\n",
+        gate.display()
+    );
+    create::<VRouterTemplate>(
+        ns,
+        json!({"metadata": {"name": "gated"}, "spec": {"commands": commands}}),
+    )
+    .await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "fleet"}, "spec": {"templateRefs": [{"name": "gated"}], "targetRefs": [{"name": "r1"}]}}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    wait_for("fleet.r1's apply to run", Duration::from_secs(60), || async {
+        let status = configs.get_opt("fleet.r1").await.ok()??.status?;
+        (status.exec_pid > 0).then_some(())
+    })
+    .await;
+    merge::<VRouterBinding>(ns, "fleet", json!({"spec": {"paused": true}})).await;
+    wait_for(
+        "fleet.r1 to carry the paused label",
+        Duration::from_secs(30),
+        || async {
+            let c = configs.get_opt("fleet.r1").await.ok()??;
+            c.labels().contains_key(LABEL_BINDING_PAUSED).then_some(())
+        },
+    )
+    .await;
+    std::fs::write(&gate, b"").expect("open the gate in r1's guest");
+    let done = applied_with(ns, "fleet.r1", &commands).await;
+    assert_eq!(
+        done.labels().get(LABEL_BINDING_PAUSED).map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(host_names_set(&site, "r1"), ["set system host-name gated"]);
+}
