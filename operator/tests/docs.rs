@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use kube::CustomResourceExt;
 use serde_json::Value;
-use vrouter_api::constants::{ANNOTATION_PAUSED, LABEL_BINDING, LABEL_TARGET, condition};
+use vrouter_api::constants::{ANNOTATION_PAUSED, LABEL_BINDING, LABEL_BINDING_PAUSED, LABEL_TARGET, condition};
 use vrouter_api::daemon_access::ANNOTATION_ALLOWED_DAEMON_AGENTS;
 use vrouter_api::manifest::{Manifest, parse_documents_strictly};
 use vrouter_api::vm_access::ANNOTATION_ALLOWED_TARGET_NAMESPACES;
@@ -593,7 +593,7 @@ impl Checker {
         }
         for label in &labels {
             let key = label.split(['=', '!']).next().unwrap_or("");
-            if key != LABEL_BINDING && key != LABEL_TARGET {
+            if ![LABEL_BINDING, LABEL_TARGET, LABEL_BINDING_PAUSED].contains(&key) {
                 return Err(format!("label {key:?} is not one the operator sets"));
             }
         }

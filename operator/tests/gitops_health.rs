@@ -235,6 +235,19 @@ async fn each_kind_reaches_every_health_in_argo_cd_and_in_kstatus_as_the_operato
     .await;
     wait_health(&bindings, "edge", "Healthy").await;
     wait_kstatus(&bindings, "edge", "Current").await;
+    // Paused (`spec.paused`): Suspended; kstatus has no such state and reads
+    // its Stalled condition (nothing moves until a person resumes it).
+    bindings
+        .patch(
+            "edge",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    let message = wait_health(&bindings, "edge", "Suspended").await;
+    assert!(message.starts_with("Paused: "), "{message}");
+    wait_kstatus(&bindings, "edge", "Failed").await;
     create::<VRouterBinding>(
         ns,
         json!({"metadata": {"name": "broken"}, "spec": {"templateRefs": [{"name": "nowhere"}], "targetRefs": [{"name": "r4"}]}}),

@@ -54,6 +54,11 @@ pub struct VRouterBindingSpec {
     /// generated VRouterConfig.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirm: Option<crate::config::ConfirmSpec>,
+    /// Stop every generated config from starting a new apply (an apply in
+    /// flight finishes); spec changes are still written to the configs and
+    /// apply once the binding is resumed (`false` or absent).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 impl VRouterBinding {

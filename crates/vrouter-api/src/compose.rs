@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 use vrouter_render::{MergeError, TemplateEngine, TemplateError, TemplateSource, merge_layers};
 
-use crate::constants::{LABEL_BINDING, LABEL_TARGET};
+use crate::constants::{LABEL_BINDING, LABEL_BINDING_PAUSED, LABEL_TARGET};
 use crate::{
     ControllerRef, NameRef, VRouterBinding, VRouterConfig, VRouterConfigSpec, VRouterParams, VRouterTarget,
     VRouterTemplate,
@@ -40,10 +40,14 @@ pub enum ComposeError {
 /// from a file has none).
 pub fn desired_config(binding: &VRouterBinding, target: &str, config: String, commands: String) -> VRouterConfig {
     let binding_name = binding.metadata.name.clone().unwrap_or_default();
-    let labels = BTreeMap::from([
+    let mut labels = BTreeMap::from([
         (LABEL_BINDING.to_owned(), binding_name),
         (LABEL_TARGET.to_owned(), target.to_owned()),
     ]);
+    if binding.spec.paused {
+        // A config created while its binding is paused starts paused.
+        labels.insert(LABEL_BINDING_PAUSED.to_owned(), "true".to_owned());
+    }
     VRouterConfig {
         metadata: ObjectMeta {
             name: Some(binding.config_name(target)),

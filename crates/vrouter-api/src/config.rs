@@ -184,15 +184,46 @@ pub struct ConfirmationStatus {
     pub failure: String,
 }
 
+/// Why a VRouterConfig starts no new apply; the one place the pause rule lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pause {
+    /// Annotation `vrouter.kojuro.date/paused: "true"`, for debugging one
+    /// router: the operator leaves the config alone entirely, an apply in
+    /// flight included.
+    Annotation,
+    /// Its VRouterBinding is paused (label
+    /// `vrouter.kojuro.date/binding-paused: "true"`): nothing new starts,
+    /// but an apply in flight is followed to its result.
+    Binding,
+}
+
+impl Pause {
+    /// Whether an apply already running is still followed to its result.
+    pub fn lets_in_flight_finish(self) -> bool {
+        self == Pause::Binding
+    }
+}
+
 impl VRouterConfig {
-    /// Paused for debugging (annotation `vrouter.kojuro.date/paused: "true"`):
-    /// no apply and no drift repair, while drift stays visible.
+    /// Paused for debugging or by its binding: no new apply and no drift
+    /// repair, while drift stays visible.
     pub fn is_paused(&self) -> bool {
-        self.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(crate::constants::ANNOTATION_PAUSED))
-            .is_some_and(|v| v == "true")
+        self.pause().is_some()
+    }
+
+    /// Why the config is paused, if it is; the annotation wins (it also
+    /// stops an apply in flight from being followed).
+    pub fn pause(&self) -> Option<Pause> {
+        let is_true = |map: &Option<std::collections::BTreeMap<String, String>>, key: &str| {
+            map.as_ref().and_then(|m| m.get(key)).is_some_and(|v| v == "true")
+        };
+        if is_true(&self.metadata.annotations, crate::constants::ANNOTATION_PAUSED) {
+            Some(Pause::Annotation)
+        } else if is_true(&self.metadata.labels, crate::constants::LABEL_BINDING_PAUSED) {
+            Some(Pause::Binding)
+        } else {
+            None
+        }
     }
 }
 

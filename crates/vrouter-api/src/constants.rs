@@ -15,6 +15,10 @@ pub const LABEL_TARGET: &str = "vrouter.kojuro.date/target";
 /// Annotation on a VRouterConfig: `"true"` stops applies and drift repair
 /// (drift stays visible on the VRouterStatus) so a person can debug the router.
 pub const ANNOTATION_PAUSED: &str = "vrouter.kojuro.date/paused";
+/// Label on a generated VRouterConfig while its VRouterBinding is paused
+/// (`spec.paused`): `"true"` stops new applies and drift repair, but lets an
+/// apply in flight finish. The binding controller alone sets and removes it.
+pub const LABEL_BINDING_PAUSED: &str = "vrouter.kojuro.date/binding-paused";
 
 /// Condition types.
 pub mod condition {
@@ -44,6 +48,8 @@ pub mod reason {
     pub const RECONCILE_ERROR: &str = "ReconcileError";
     pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// VRouterBinding: `spec.paused` is true; its configs start no new apply.
+    pub const PAUSED: &str = "Paused";
     /// An apply has been dispatched and is running.
     pub const APPLYING: &str = "Applying";
     /// The apply script exited 0 with no failure marker.
@@ -107,6 +113,8 @@ pub mod event {
     pub const TARGET_UNAVAILABLE: &str = "TargetUnavailable";
     /// A binding's rollout reached its last target.
     pub const ROLLOUT_COMPLETED: &str = "RolloutCompleted";
+    /// A binding's `spec.paused` was set back to false: its configs apply again.
+    pub const RESUMED: &str = "Resumed";
     /// The VRouterStatus of an applied config could not be created (it is
     /// tried again): its router is not watched for drift meanwhile.
     pub const STATUS_NOT_CREATED: &str = "StatusNotCreated";

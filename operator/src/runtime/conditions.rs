@@ -216,7 +216,10 @@ pub fn config_summary(status: &VRouterConfigStatus, generation: i64, target_prob
 pub fn binding_summary(ready: &Wanted<'_>, retrying: bool) -> Summary {
     let progress = if ready.status {
         Progress::Current
-    } else if ready.reason == reason::ROLLOUT_HALTED || (ready.reason == reason::RECONCILE_ERROR && !retrying) {
+    } else if ready.reason == reason::ROLLOUT_HALTED
+        || ready.reason == reason::PAUSED
+        || (ready.reason == reason::RECONCILE_ERROR && !retrying)
+    {
         Progress::Stalled
     } else {
         Progress::Reconciling

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::runtime::controller::Action;
-use vrouter_api::constants::condition;
+use vrouter_api::constants::{LABEL_BINDING_PAUSED, condition};
 use vrouter_api::{RolloutMode, VRouterBinding, VRouterConfig, VRouterConfigSpec};
 use vrouter_rollout::{AppliedCondition, ConditionStatus, ExistingConfig, Policy, RolloutError};
 
@@ -24,6 +24,10 @@ pub fn needs_write(existing: &VRouterConfig, desired: &VRouterConfig) -> bool {
     let labels = existing.metadata.labels.clone().unwrap_or_default();
     let wanted_labels = desired.metadata.labels.clone().unwrap_or_default();
     if wanted_labels.iter().any(|(k, v)| labels.get(k) != Some(v)) {
+        return true;
+    }
+    if labels.contains_key(LABEL_BINDING_PAUSED) && !wanted_labels.contains_key(LABEL_BINDING_PAUSED) {
+        // Resumed: the label goes with the write (see `writes::patch_config`).
         return true;
     }
     !controlled_by_the_same_owner(existing, desired)

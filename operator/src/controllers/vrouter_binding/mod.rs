@@ -5,6 +5,7 @@
 
 pub mod decide;
 mod error;
+mod pause;
 mod reconcile;
 pub mod render_cache;
 pub mod resolve;

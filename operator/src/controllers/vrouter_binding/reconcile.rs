@@ -22,7 +22,7 @@ use super::error::Error;
 use super::render_cache::RenderKey;
 use super::resolve::{self, ResolveError};
 use super::writes::{write_all, write_config};
-use super::{BindingContext, decide};
+use super::{BindingContext, decide, pause};
 use crate::runtime::conditions::{self, Wanted};
 use crate::runtime::crash_point::{self, CrashPoint};
 use crate::runtime::metrics::StateLabels;
@@ -247,9 +247,19 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
         return Ok(Action::await_change());
     };
     delete_orphans(&configs, binding, &desired, &existing).await?;
+    let paused = binding.spec.paused;
+    if paused {
+        // Before any spec is written: no config may apply it.
+        pause::mark(&configs, &ctx.config_writes, &existing, true).await?;
+    }
     let by_name: HashMap<String, &VRouterConfig> = existing.iter().map(|c| (c.name_any(), &**c)).collect();
     let decision = decide_rollout(binding, &desired, &by_name)?;
     carry_out(ctx, binding, &configs, &desired, &by_name, &decision).await?;
+    if !paused {
+        // After the specs are written: a config resumes with its newest spec.
+        pause::mark(&configs, &ctx.config_writes, &existing, false).await?;
+    }
+    pause::announce(ctx, binding).await;
     Ok(decide::next_action(decision.requeue_after()))
 }
 
@@ -359,6 +369,8 @@ async fn carry_out(
         message: ready.message.clone(),
         observed_generation: binding.meta().generation,
     };
+    let wanted = pause::ready_or_paused(binding, desired.len(), wanted);
+    let paused = binding.spec.paused;
     let existing_of = |config: &VRouterConfig| existing.get(&config.name_any()).copied();
     let rollouts = |state: &'static str| ctx.metrics.rollouts.get_or_create(&StateLabels { state }).inc();
     match decision {
@@ -396,7 +408,7 @@ async fn carry_out(
             set_status(ctx, binding, wanted, None, false).await?;
         }
         Decision::Halted { config, .. } => {
-            if set_status(ctx, binding, wanted, None, false).await? {
+            if set_status(ctx, binding, wanted, None, false).await? && !paused {
                 rollouts("halted");
                 let note = format!("VRouterConfig {config:?} is Failed");
                 ctx.event(binding, EventType::Warning, reason::ROLLOUT_HALTED, note)
@@ -404,7 +416,7 @@ async fn carry_out(
             }
         }
         Decision::Completed { .. } => {
-            if set_status(ctx, binding, wanted, None, false).await? {
+            if set_status(ctx, binding, wanted, None, false).await? && !paused {
                 rollouts("completed");
                 let note = format!("{} targets up to date", desired.len());
                 ctx.event(

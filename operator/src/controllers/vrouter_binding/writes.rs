@@ -4,7 +4,7 @@
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
-use vrouter_api::constants::FINALIZER;
+use vrouter_api::constants::{FINALIZER, LABEL_BINDING_PAUSED};
 use vrouter_api::{VRouterConfig, VRouterConfigSpec};
 
 use super::decide;
@@ -98,9 +98,15 @@ async fn patch_config(
     current: &VRouterConfig,
     desired: &VRouterConfig,
 ) -> Result<(), Error> {
+    let mut labels = serde_json::json!(desired.metadata.labels);
+    if let Some(labels) = labels.as_object_mut() {
+        // A merge patch keeps a label it leaves out: the paused label the
+        // desired config no longer has is removed by name.
+        labels.entry(LABEL_BINDING_PAUSED).or_insert(serde_json::Value::Null);
+    }
     let patch = serde_json::json!({
         "metadata": {
-            "labels": desired.metadata.labels,
+            "labels": labels,
             "ownerReferences": desired.metadata.owner_references,
         },
         // Only what changed, and `null` for what the desired spec no longer

@@ -115,7 +115,9 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
         // would be a conflict.
         return Ok(Action::await_change());
     }
-    if config.is_paused() {
+    if let Some(pause) = config.pause()
+        && !(pause.lets_in_flight_finish() && apply_in_flight(config))
+    {
         return Ok(Action::await_change());
     }
     if let Some(binding) = binding_of(config)
@@ -136,6 +138,16 @@ fn binding_of(config: &VRouterConfig) -> Option<&str> {
         .iter()
         .find(|o| o.controller == Some(true) && o.kind == "VRouterBinding")
         .map(|o| o.uid.as_str())
+}
+
+/// An apply dispatched whose result is not in yet: its script runs, or a
+/// confirmed apply is being checked. Reconciling it only follows it (a
+/// paused config dispatches nothing from `Apply::step` once it is over).
+fn apply_in_flight(config: &VRouterConfig) -> bool {
+    config
+        .status
+        .as_ref()
+        .is_some_and(|s| s.exec_pid > 0 || s.confirmation.is_some())
 }
 
 /// A generation not yet dispatched, with no apply in flight.
@@ -237,6 +249,10 @@ impl<'a> Apply<'a> {
         }
         if self.status.exec_pid > 0 {
             return self.poll(&*provider, RouterKey::of(&target)).await;
+        }
+        if self.config.is_paused() {
+            // Only an apply in flight is followed while paused (see `reconcile`).
+            return Ok(Action::await_change());
         }
         self.dispatch(&*provider, generation, last_reboot.as_ref()).await
     }
