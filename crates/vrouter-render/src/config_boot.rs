@@ -267,10 +267,16 @@ pub fn parse_vyos1x(text: &str) -> Result<Vec<Node>, String> {
 fn v1_contents(t: &[(Tok, Range<usize>)], p: &mut usize) -> Result<Vec<Node>, String> {
     let mut nodes = Vec::new();
     loop {
+        let comment_at = *p;
         while t[*p].0 == Tok::Comment {
             *p += 1;
         }
         let (Tok::Ident(name), name_span) = &t[*p] else {
+            // The grammar reads `/* … */` comments only as the comments of the
+            // node after them: one before `}` or the end is a syntax error.
+            if *p > comment_at {
+                return Err(format!("a comment must be followed by a node, found {:?}", t[*p].0));
+            }
             return Ok(nodes);
         };
         *p += 1;
