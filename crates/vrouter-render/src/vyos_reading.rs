@@ -32,7 +32,13 @@ struct TreeNode {
 /// The `set` commands VyOS's `render_commands` prints for `text`, one a
 /// line, or why VyOS refuses it.
 pub fn vyos_set_commands(text: &str) -> Result<String, String> {
-    let tree = config_tree(&parse_vyos1x(text)?, None)?;
+    set_commands_of(&parse_vyos1x(text)?)
+}
+
+/// The `set` commands VyOS prints for the nodes its parser read, or why its
+/// tree rules refuse them.
+pub fn set_commands_of(nodes: &[Node]) -> Result<String, String> {
+    let tree = config_tree(nodes, None)?;
     let mut lines = Vec::new();
     for child in &tree {
         render(child, &mut Vec::new(), &mut lines);
