@@ -19,12 +19,15 @@
 
 use std::cmp::Ordering;
 
-use crate::config_boot::{Node, parse_vyos1x};
+use crate::config_boot::{Node, parse_vyos1x, quote_value};
 
 /// A node of VyOS's config tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct TreeNode {
     name: String,
+    /// Written as a tag node (`name tag { … }`) by any of the merged
+    /// siblings; only for printing.
+    tag: bool,
     values: Vec<String>,
     children: Vec<TreeNode>,
 }
@@ -67,6 +70,7 @@ fn tree_node(node: &Node) -> Result<TreeNode, String> {
     let Some(children) = &node.children else {
         return Ok(TreeNode {
             name: node.name.clone(),
+            tag: false,
             values: node.value.iter().cloned().collect(),
             children: Vec::new(),
         });
@@ -74,20 +78,72 @@ fn tree_node(node: &Node) -> Result<TreeNode, String> {
     let Some(tag) = &node.value else {
         return Ok(TreeNode {
             name: node.name.clone(),
+            tag: false,
             values: Vec::new(),
             children: config_tree(children, Some(&node.name))?,
         });
     };
     let inner = TreeNode {
         name: tag.clone(),
+        tag: false,
         values: Vec::new(),
         children: config_tree(children, Some(&format!("{} {tag}", node.name)))?,
     };
     Ok(TreeNode {
         name: node.name.clone(),
+        tag: true,
         values: Vec::new(),
         children: vec![inner],
     })
+}
+
+/// The config VyOS reads from `nodes`, printed in one layout, as VyOS's
+/// `render_config` prints a config.boot (comments left out, four spaces a
+/// level, values quoted only when [`quote_value`] must): siblings merged and
+/// sorted, a leaf's values one line each, a node with children without its
+/// values, a tag node's children as `name tag {`. Two configs VyOS reads
+/// alike print alike, unless one writes a node as a tag node and the other
+/// as nested plain nodes (VyOS keeps that difference too).
+pub(crate) fn normalized(nodes: &[Node]) -> Result<String, String> {
+    let mut out = String::new();
+    for node in &config_tree(nodes, None)? {
+        print_node(node, 0, &mut out);
+    }
+    Ok(out)
+}
+
+fn print_node(node: &TreeNode, depth: usize, out: &mut String) {
+    let indent = "    ".repeat(depth);
+    if node.children.is_empty() {
+        if node.values.is_empty() {
+            out.push_str(&format!("{indent}{}\n", node.name));
+        }
+        for value in &node.values {
+            out.push_str(&format!("{indent}{} {}\n", node.name, quote_value(value)));
+        }
+        return;
+    }
+    let mut block = |head: String, children: &[TreeNode]| {
+        out.push_str(&format!("{indent}{head} {{\n"));
+        for child in children {
+            print_node(child, depth + 1, out);
+        }
+        out.push_str(&format!("{indent}}}\n"));
+    };
+    // The tag form cannot carry a child's own values (`render_config`
+    // drops them); a node with such a child prints as a plain block.
+    let tag_form = node.tag
+        && node
+            .children
+            .iter()
+            .all(|c| c.values.is_empty() || !c.children.is_empty());
+    if tag_form {
+        for child in &node.children {
+            block(format!("{} {}", node.name, quote_value(&child.name)), &child.children);
+        }
+    } else {
+        block(node.name.clone(), &node.children);
+    }
 }
 
 /// `Vytree.merge_children`: each later sibling named like an earlier one is
@@ -97,6 +153,9 @@ fn merge_siblings(nodes: Vec<TreeNode>) -> Vec<TreeNode> {
     for node in nodes {
         match out.iter_mut().find(|n| n.name == node.name) {
             Some(first) => {
+                // VyOS keeps the first sibling's flag; either one's keeps the
+                // printed form independent of sibling order.
+                first.tag |= node.tag;
                 first.values.extend(node.values);
                 first.children.extend(node.children);
                 first.children = sorted(std::mem::take(&mut first.children));
