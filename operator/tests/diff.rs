@@ -239,9 +239,11 @@ async fn diff_of_a_live_binding_compares_with_the_cluster_and_the_router_and_mas
         ],
         "{stdout}"
     );
-    for (header, lines) in &files {
-        assert_eq!(*lines, expected, "{header}:\n{stdout}");
-    }
+    // The router's side is compared as VyOS reads it: children in VyOS's
+    // order, so `login` comes before `ntp` there.
+    let router_order = [expected[2], expected[3], expected[0], expected[1]];
+    assert_eq!(files[0].1, expected, "{}:\n{stdout}", files[0].0);
+    assert_eq!(files[1].1, router_order, "{}:\n{stdout}", files[1].0);
     assert!(
         stdout.contains(&format!("+++ {ns}/b.r1 config (binding b, rendered from the cluster)")),
         "{stdout}"
@@ -263,7 +265,7 @@ async fn diff_of_a_live_binding_compares_with_the_cluster_and_the_router_and_mas
     assert_eq!(from_applied.status.code(), Some(EXIT_DIFFERS), "{stdout}");
     let files = changed_lines_by_file(&stdout);
     assert_eq!(files[1].0, format!("{ns}/b.r1 config.boot (last applied)"), "{stdout}");
-    assert_eq!(files[1].1, expected, "{stdout}");
+    assert_eq!(files[1].1, router_order, "{stdout}");
     assert!(!stdout.contains("s3cret"), "a secret in the output: {stdout}");
 
     // Nothing was written, and a binding that is not there is an error.
@@ -308,8 +310,9 @@ fn the_router_side_ignores_layout_skips_commands_only_configs_and_masks_secrets(
         source: "router".to_owned(),
     };
     let rendered = "system {\n    login {\n        user vyos {\n            authentication {\n                plaintext-password s3cret\n            }\n        }\n    }\n}\n";
-    // The same tree as VyOS saves it: other layout, a comment, quotes.
-    let saved = "system {\n  login {\n    user \"vyos\" {\n      authentication {\n        plaintext-password \"s3cret\"\n      }\n    }\n  }\n}\n/* vyos-config-version */\n";
+    // The same tree as VyOS saves it: other layout, a `//` comment, quotes.
+    // (A `/* */` comment with no node after it is a syntax error to VyOS.)
+    let saved = "system {\n  login {\n    user \"vyos\" {\n      authentication {\n        plaintext-password \"s3cret\"\n      }\n    }\n  }\n}\n// vyos-config-version: \"system@27\"\n";
     let diff_router = vrouter_operator::cli::diff::diff_router_config;
     assert_eq!(diff_router(&desired(rendered), &router(saved)), None);
     // Commands only: `load` resets the router to a default only it knows.

@@ -42,7 +42,7 @@ enum Command {
     Test,
     /// Build (when missing) the etcd, kube-apiserver, helm, vrouter-daemon and Go oracles the tests run against.
     Testenv,
-    /// Build (when missing or changed) the Go test oracles under xtask/oracles/.
+    /// Build (when missing or changed) the test oracles under xtask/oracles/ (Go ones, and VyOS's config parser in OCaml).
     Oracles,
     /// Install QEMU and libvirt, and build (when missing) the guest image the real-guest tests boot.
     GuestImage,

@@ -267,10 +267,16 @@ pub fn parse_vyos1x(text: &str) -> Result<Vec<Node>, String> {
 fn v1_contents(t: &[(Tok, Range<usize>)], p: &mut usize) -> Result<Vec<Node>, String> {
     let mut nodes = Vec::new();
     loop {
+        let comment_at = *p;
         while t[*p].0 == Tok::Comment {
             *p += 1;
         }
         let (Tok::Ident(name), name_span) = &t[*p] else {
+            // The grammar reads `/* … */` comments only as the comments of the
+            // node after them: one before `}` or the end is a syntax error.
+            if *p > comment_at {
+                return Err(format!("a comment must be followed by a node, found {:?}", t[*p].0));
+            }
             return Ok(nodes);
         };
         *p += 1;
@@ -536,38 +542,17 @@ pub(crate) fn cparse_tokens(text: &str) -> Lexed<(Range<usize>, TokenKind)> {
 
 /// `text` (a config.boot, or a fragment of one) in one layout, so that two
 /// configs VyOS reads as the same tree print the same and a diff of two
-/// shows only what differs: nodes in their order, four spaces a level,
-/// comments and blank lines dropped, a value in double quotes when it is
-/// empty or holds a blank, a quote, a brace, `#` or `;`. Fails with the
+/// shows only what differs: VyOS's tree (same-named siblings merged,
+/// children in VyOS's lexical-numeric order), four spaces a level, comments
+/// and blank lines dropped, a value in double quotes when it is empty or
+/// holds a blank, a quote, a brace, `#` or `;`
+/// (`crate::vyos_reading`, docs/vyos-config-reading.md). Fails with the
 /// parser's message when vyos1x-config would not read `text`.
 pub fn normalize_config_boot(text: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    print_nodes(&parse_vyos1x(text)?, 0, &mut out);
-    Ok(out)
+    crate::vyos_reading::normalized(&parse_vyos1x(text)?)
 }
 
-fn print_nodes(nodes: &[Node], depth: usize, out: &mut String) {
-    for node in nodes {
-        let indent = "    ".repeat(depth);
-        out.push_str(&indent);
-        out.push_str(&node.name);
-        if let Some(value) = &node.value {
-            out.push(' ');
-            out.push_str(&quote_value(value));
-        }
-        match &node.children {
-            Some(children) => {
-                out.push_str(" {\n");
-                print_nodes(children, depth + 1, out);
-                out.push_str(&indent);
-                out.push_str("}\n");
-            }
-            None => out.push('\n'),
-        }
-    }
-}
-
-fn quote_value(value: &str) -> String {
+pub(crate) fn quote_value(value: &str) -> String {
     let plain = !value.is_empty()
         && !value
             .chars()
@@ -589,12 +574,17 @@ mod tests {
         let normalized = normalize_config_boot(terse).unwrap();
         assert_eq!(
             normalized,
-            "system {\n    host-name r1\n    ntp {\n        server 192.0.2.1\n    }\n}\ninterfaces {\n    ethernet eth0 {\n        description \"a b\"\n    }\n}\n"
+            "interfaces {\n    ethernet eth0 {\n        description \"a b\"\n    }\n}\nsystem {\n    host-name r1\n    ntp {\n        server 192.0.2.1\n    }\n}\n"
         );
         assert_eq!(normalize_config_boot(&normalized).unwrap(), normalized, "a fixed point");
         assert_eq!(
             normalize_config_boot(SAMPLE).unwrap(),
-            "interfaces {\n    ethernet eth0 {\n        address 192.0.2.1/24\n        description \"a \\\"b\\\" {c}\"\n    }\n}\nsystem {\n    host-name r1\n    disable\n}\n"
+            "interfaces {\n    ethernet eth0 {\n        address 192.0.2.1/24\n        description \"a \\\"b\\\" {c}\"\n    }\n}\nsystem {\n    disable\n    host-name r1\n}\n"
+        );
+        assert_eq!(
+            normalize_config_boot("b {\n  x 1\n}\na 2\nb {\n  y 1\n}\na 1\n").unwrap(),
+            "a 2\na 1\nb {\n    x 1\n    y 1\n}\n",
+            "siblings merge and sort as VyOS's tree does"
         );
         assert!(normalize_config_boot("system {\n").is_err());
     }

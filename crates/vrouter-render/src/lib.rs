@@ -12,6 +12,7 @@ pub mod template;
 #[cfg(feature = "test-support")]
 pub mod testing;
 mod verify;
+mod vyos_reading;
 
 pub use apply_script::{
     COMMIT_CONFIRM_ANSWER, Commit, SESSION_CHANGED, ScriptError, check_script_text, render_apply_script,
@@ -26,6 +27,7 @@ pub use template::{
     TemplateKind, TemplateSource, TemplateWarning,
 };
 pub use verify::Placement;
+pub use vyos_reading::vyos_set_commands;
 
 /// The apply script's heredoc delimiter, in detail: how it is drawn and
 /// checked. [`render_apply_script`] is what callers use; this is for tests

@@ -378,6 +378,7 @@ fn quote_path(path: &Path) -> String {
 /// structure with the template's.
 pub mod config_boot {
     pub use crate::config_boot::{Node, parse_cparse, parse_vyos1x, skeleton, values};
+    pub use crate::vyos_reading::set_commands_of;
 }
 
 pub mod template_cost;

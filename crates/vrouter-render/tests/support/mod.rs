@@ -14,6 +14,7 @@ pub mod differential;
 pub mod go_oracle;
 pub mod oracle;
 pub mod vyos_config;
+pub mod vyos_oracle;
 
 use std::path::Path;
 
