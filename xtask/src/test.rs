@@ -44,7 +44,8 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     crate::chart_readme::run(root, true)?;
     let image = operator_image(root)?;
     let env = [(OPERATOR_IMAGE_ENV, image.display().to_string())];
-    crate::cargo_step::run(root, "tests", TESTS, &env)?;
+    // Every failing test binary is reported, not only the first.
+    crate::cargo_step::run(root, "tests", &[TESTS, &["--no-fail-fast"]].concat(), &env)?;
     Ok(())
 }
 

@@ -42,9 +42,10 @@ pub struct DaemonReach {
 
 impl VRouterTarget {
     /// The daemon agent this target reaches, when its provider type selects
-    /// a daemon block (every such reach needs a grant).
+    /// a daemon block (every such reach needs a grant). A target without a
+    /// namespace still reaches its agent, from a namespace no grant names.
     pub fn daemon_reach(&self) -> Option<DaemonReach> {
-        let own = self.metadata.namespace.as_deref().filter(|ns| !ns.is_empty())?;
+        let own = self.metadata.namespace.as_deref().unwrap_or_default();
         if self.spec.provider.type_ != crate::ProviderType::VRouterDaemon {
             return None;
         }
@@ -201,7 +202,8 @@ pub fn check_daemon_access(
     reach: &DaemonReach,
     target_namespace_annotations: Option<&BTreeMap<String, String>>,
 ) -> Result<(), DaemonAccessDenied> {
-    let Some(annotations) = target_namespace_annotations else {
+    let granting_namespace = target_namespace_annotations.filter(|_| !reach.target_namespace.is_empty());
+    let Some(annotations) = granting_namespace else {
         return Err(DaemonAccessDenied::NoSuchNamespace(reach.clone()));
     };
     let current = annotations.get(ANNOTATION_ALLOWED_DAEMON_AGENTS);

@@ -47,6 +47,21 @@ fn every_daemon_target_reaches_an_agent_and_nothing_else_does() {
 }
 
 #[test]
+fn a_target_without_a_namespace_is_denied_whatever_is_granted() {
+    let spec = json!({"provider": {"type": "vrouter-daemon", "daemon": {"address": "d:1", "agentID": "r1"}}});
+    let reach = target("", spec)
+        .daemon_reach()
+        .expect("a daemon target reaches its agent");
+    assert_eq!(reach.target_namespace, "");
+    for granted in ["d:1/r1", "d:1/*"] {
+        assert!(
+            check_daemon_access(&reach, Some(&annotated(granted))).is_err(),
+            "{granted}"
+        );
+    }
+}
+
+#[test]
 fn endpoints_compare_without_scheme_slash_or_case() {
     for (address, key) in [
         ("d:1", "d:1"),

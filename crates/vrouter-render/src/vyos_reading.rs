@@ -166,10 +166,30 @@ fn merge_siblings(nodes: Vec<TreeNode>) -> Vec<TreeNode> {
     out
 }
 
-/// A stable sort by [`lexical_numeric_compare`], as OCaml's `List.sort`.
+/// A stable merge sort by [`lexical_numeric_compare`], as OCaml's
+/// `List.sort` is. VyOS's comparison is not an order on every set of names
+/// (digit runs of different lengths can make a cycle), which the standard
+/// library's sorts may answer with a panic; a merge sort only asks, so names
+/// a router or template chooses can cost an unusual order, never a crash.
 fn sorted(mut nodes: Vec<TreeNode>) -> Vec<TreeNode> {
-    nodes.sort_by(|a, b| lexical_numeric_compare(a.name.as_bytes(), b.name.as_bytes()));
-    nodes
+    if nodes.len() < 2 {
+        return nodes;
+    }
+    let right = nodes.split_off(nodes.len() / 2);
+    merge(sorted(nodes), sorted(right))
+}
+
+/// Merges two sorted runs, the left one first among equals.
+fn merge(left: Vec<TreeNode>, right: Vec<TreeNode>) -> Vec<TreeNode> {
+    let mut out = Vec::with_capacity(left.len() + right.len());
+    let (mut left, mut right) = (left.into_iter().peekable(), right.into_iter().peekable());
+    while let (Some(l), Some(r)) = (left.peek(), right.peek()) {
+        let right_first = lexical_numeric_compare(r.name.as_bytes(), l.name.as_bytes()) == Ordering::Less;
+        out.extend(if right_first { right.next() } else { left.next() });
+    }
+    out.extend(left);
+    out.extend(right);
+    out
 }
 
 /// The first name that two of `nodes` share, in sorted-name order.
@@ -315,6 +335,48 @@ mod tests {
     fn duplicate_children_after_a_merge_are_refused_with_vyos_words() {
         let err = vyos_set_commands("x {\n e eth0 {\n }\n e eth0 {\n }\n}\n").unwrap_err();
         assert_eq!(err, "Node \"x e\" has two children named \"eth0\"");
+    }
+
+    #[test]
+    fn names_that_vyos_orders_in_a_cycle_sort_without_a_panic() {
+        let order = |a: &str, b: &str| lexical_numeric_compare(a.as_bytes(), b.as_bytes());
+        // The cycle: each is below the next, and the last below the first.
+        assert_eq!(order("0b", "000"), Ordering::Less);
+        assert_eq!(order("000", "0a0b"), Ordering::Less);
+        assert_eq!(order("0a0b", "0b"), Ordering::Less);
+        let node = |name: &str| TreeNode {
+            name: name.to_owned(),
+            tag: false,
+            values: Vec::new(),
+            children: Vec::new(),
+        };
+        // Sibling lists mixing such names, which the standard library's
+        // sort can refuse with a panic.
+        let pool = [
+            "0b", "000", "0a0b", "0b0", "00a", "0a00b", "1", "01", "a1b", "a01b", "0", "00", "0a", "10",
+        ];
+        let mut seed: u64 = 1;
+        for round in 0..200 {
+            let names: Vec<&str> = (0..20 + round * 15)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    pool[(seed >> 33) as usize % pool.len()]
+                })
+                .collect();
+            let out = sorted(names.iter().map(|n| node(n)).collect());
+            assert_eq!(out.len(), names.len());
+        }
+        // Ordinary names come out as any stable sort by the comparison puts them.
+        let plain = ["eth10", "eth2", "eth1", "lo", "eth2", "bond0"];
+        let mut expected = plain.to_vec();
+        expected.sort_by(|a, b| order(a, b));
+        let got: Vec<String> = sorted(plain.iter().map(|n| node(n)).collect())
+            .into_iter()
+            .map(|n| n.name)
+            .collect();
+        assert_eq!(got, expected);
     }
 
     #[test]

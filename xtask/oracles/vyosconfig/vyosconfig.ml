@@ -8,7 +8,7 @@
    (line and column are absent when VyOS gives none).
 
    Comments are dropped from the tree before rendering: the project reads
-   no comments (docs/vyos-parser-oracle.md), and render_commands writes a
+   no comments (docs/vyos-config-reading.md), and render_commands writes a
    comment unescaped, on its own line, where it could pass for a command. *)
 
 open Vyos1x

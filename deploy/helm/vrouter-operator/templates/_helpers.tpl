@@ -135,7 +135,7 @@ crds.install=false would make Helm delete CRDs %s, which release %s installed wi
 
 {{/*
 A listen address for port (list $ port): `:PORT` (every interface of both
-families, operator/src/listen.rs) unless bindAddress names a host; an IPv6
+families, operator/src/server/listen.rs) unless bindAddress names a host; an IPv6
 host is bracketed.
 */}}
 {{- define "vrouter-operator.listen" -}}

@@ -90,7 +90,8 @@ impl Admission {
                 if req.operation == Operation::Update && validate::skip_for_deletion(&object.metadata) {
                     return Ok(Findings::default());
                 }
-                self.validate(kind, object).await
+                self.validate(kind, &in_request_namespace(object, req.namespace.as_deref()))
+                    .await
             }
             Operation::Connect => Ok(Findings::default()),
         }
@@ -131,4 +132,15 @@ impl Admission {
             .inc();
         response.into_review()
     }
+}
+
+/// The object as it will be stored: one sent without `metadata.namespace`
+/// lives in the request's namespace, and every rule about namespaces (its
+/// references, the grants it needs) must judge it there.
+fn in_request_namespace(object: &DynamicObject, namespace: Option<&str>) -> DynamicObject {
+    let mut object = object.clone();
+    if object.metadata.namespace.as_deref().is_none_or(str::is_empty) {
+        object.metadata.namespace = namespace.map(str::to_owned);
+    }
+    object
 }
