@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use vrouter_test_apiserver::TestEnv;
 
 use common::chart_dry_run::dry_run;
-use common::shipped_rbac::{chart, documents, helm};
+use common::shipped_rbac::{ADMISSION_POLICY_API, chart, documents, helm};
 
 /// What a helm command said, and whether it succeeded.
 struct Ran {
@@ -50,7 +50,18 @@ fn helm_with_values(args: &[&str], values: &Value) -> Ran {
 
 /// The objects `helm template vr` renders with `values` in namespace `ns`.
 fn render(ns: &str, values: &Value) -> Vec<Value> {
-    let ran = helm_with_values(&["template", "vr", "--namespace", ns], values);
+    // As for the test API server, which serves the policy's API.
+    let ran = helm_with_values(
+        &[
+            "template",
+            "vr",
+            "--namespace",
+            ns,
+            "--api-versions",
+            ADMISSION_POLICY_API,
+        ],
+        values,
+    );
     assert!(ran.ok, "helm template with {values}: {}", ran.output);
     let start = ran.output.find("---").unwrap_or(0);
     documents(&ran.output[start..])
