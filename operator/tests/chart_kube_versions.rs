@@ -49,7 +49,7 @@ const POLICY_API_OFF: [&str; 2] = [
 
 /// The minor in which each API the chart renders without a capability
 /// check became GA (Kubernetes' deprecation guide and release notes).
-const GA_MINOR: [(&str, u32); 10] = [
+const GA_MINOR: [(&str, u32); 11] = [
     ("apps/v1/Deployment", 9),
     ("v1/Service", 0),
     ("v1/ServiceAccount", 0),
@@ -60,6 +60,7 @@ const GA_MINOR: [(&str, u32); 10] = [
     ("admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration", 16),
     ("admissionregistration.k8s.io/v1/MutatingWebhookConfiguration", 16),
     ("apiextensions.k8s.io/v1/CustomResourceDefinition", 16),
+    ("policy/v1/PodDisruptionBudget", 21),
 ];
 
 /// The minors of Chart.yaml's `kubeVersion: ">=1.N.0-0 <1.M.0-0"`: the
