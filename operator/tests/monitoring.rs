@@ -332,6 +332,9 @@ async fn gauges_follow_the_objects_and_conflicts_are_not_errors() {
     let refusals = StatusRefusals::register(env, &ns).await;
     let daemon = Daemon::start();
     let _agent = daemon.start_agent("edge-1", AgentFlags::default()).await;
+    // Granted as an administrator would: every agent of this daemon.
+    let every_agent = format!("{}/*", daemon.address());
+    common::grant_daemon_agents(&env.client(), ns.name(), Some(&every_agent)).await;
     create::<VRouterTarget>(&ns, daemon_target("r1", &daemon, "edge-1")).await;
     let (leader, follower) = two_replicas(env, &ns).await;
     let n = ns.name();
