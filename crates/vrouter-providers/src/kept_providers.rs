@@ -360,7 +360,16 @@ mod tests {
         }))
         .unwrap();
         let ctx = FactoryContext::default();
-        let lookup = StaticLookup::default();
+        // Its namespace is granted the agent, as a daemon target needs.
+        let granted: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({"metadata": {
+            "name": "site-a",
+            "annotations": {vrouter_api::daemon_access::ANNOTATION_ALLOWED_DAEMON_AGENTS: "127.0.0.1:50051/r1"},
+        }}))
+        .unwrap();
+        let lookup = StaticLookup {
+            namespaces: vec![granted],
+            ..StaticLookup::default()
+        };
         let first = kept.provider(&target, &lookup, &ctx).await.unwrap();
         let second = kept.provider(&target, &lookup, &ctx).await.unwrap();
         assert!(!Arc::ptr_eq(&first, &second));
