@@ -3,6 +3,8 @@
 //! deleted. Both fail closed: when the API server cannot answer, the request
 //! is denied rather than let through unchecked.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
@@ -181,17 +183,9 @@ async fn target_vm_access(client: &Client, t: &VRouterTarget) -> Vec<Violation> 
         return Vec::new();
     };
     let field = "spec.provider.kubevirt.namespace".to_owned();
-    let annotations = match Api::<Namespace>::all(client.clone()).get_opt(&reach.vm_namespace).await {
-        Ok(namespace) => namespace.map(|ns| ns.metadata.annotations.unwrap_or_default()),
-        Err(e) => {
-            return vec![Violation {
-                field,
-                message: format!(
-                    "could not read Namespace {:?} to check its grant: {e}",
-                    reach.vm_namespace
-                ),
-            }];
-        }
+    let annotations = match namespace_annotations(client, &reach.vm_namespace, &field).await {
+        Ok(annotations) => annotations,
+        Err(unreadable) => return vec![unreadable],
     };
     match vm_access::check_vm_access(&reach, annotations.as_ref()) {
         Ok(()) => Vec::new(),
@@ -214,20 +208,9 @@ async fn target_daemon_access(client: &Client, t: &VRouterTarget) -> Vec<Violati
         return Vec::new();
     };
     let field = "spec.provider.daemon".to_owned();
-    let annotations = match Api::<Namespace>::all(client.clone())
-        .get_opt(&reach.target_namespace)
-        .await
-    {
-        Ok(namespace) => namespace.map(|ns| ns.metadata.annotations.unwrap_or_default()),
-        Err(e) => {
-            return vec![Violation {
-                field,
-                message: format!(
-                    "could not read Namespace {:?} to check its daemon grant: {e}",
-                    reach.target_namespace
-                ),
-            }];
-        }
+    let annotations = match namespace_annotations(client, &reach.target_namespace, &field).await {
+        Ok(annotations) => annotations,
+        Err(unreadable) => return vec![unreadable],
     };
     match daemon_access::check_daemon_access(&reach, annotations.as_ref()) {
         Ok(()) => Vec::new(),
@@ -235,6 +218,23 @@ async fn target_daemon_access(client: &Client, t: &VRouterTarget) -> Vec<Violati
             field,
             message: denied.to_string(),
         }],
+    }
+}
+
+/// The annotations of Namespace `name` (none when it does not exist), where
+/// a grant is read; a Namespace that cannot be read is a violation of
+/// `field`, so a grant check fails closed.
+async fn namespace_annotations(
+    client: &Client,
+    name: &str,
+    field: &str,
+) -> Result<Option<BTreeMap<String, String>>, Violation> {
+    match Api::<Namespace>::all(client.clone()).get_opt(name).await {
+        Ok(namespace) => Ok(namespace.map(|ns| ns.metadata.annotations.unwrap_or_default())),
+        Err(e) => Err(Violation {
+            field: field.to_owned(),
+            message: format!("could not read Namespace {name:?} to check its grant: {e}"),
+        }),
     }
 }
 
