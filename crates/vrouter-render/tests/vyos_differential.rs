@@ -14,30 +14,9 @@ mod support;
 
 use std::time::Instant;
 
+use support::rng::Rng;
 use support::vyos_oracle::vyos_read;
 use vrouter_render::vyos_set_commands;
-
-/// A small seeded generator (xorshift64*), so a failing case is reproducible
-/// from the seed the failure prints.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 /// Node names: real ones, and ones VyOS's lexical-numeric order treats
 /// specially (digit runs of different lengths, leading zeros, long runs).

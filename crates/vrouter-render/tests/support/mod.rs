@@ -13,6 +13,7 @@
 pub mod differential;
 pub mod go_oracle;
 pub mod oracle;
+pub mod rng;
 pub mod vyos_config;
 pub mod vyos_oracle;
 
