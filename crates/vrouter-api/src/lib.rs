@@ -32,8 +32,8 @@ pub use proxmox_cluster::{ProxmoxCluster, ProxmoxClusterSpec, ProxmoxClusterStat
 pub use refs::{ControllerRef, NameRef, SecretKeyRef, SecretReference};
 pub use status::{VRouterStatus, VRouterStatusSpec, VRouterStatusStatus};
 pub use target::{
-    DaemonConfig, KubeVirtConfig, KubeconfigRef, ProviderConfig, ProviderType, ProxmoxConfig, SelectedProvider,
-    VRouterTarget, VRouterTargetSpec, VRouterTargetStatus,
+    DaemonConfig, DaemonTransport, KubeVirtConfig, KubeconfigRef, ProviderConfig, ProviderType, ProxmoxConfig,
+    SelectedProvider, VRouterTarget, VRouterTargetSpec, VRouterTargetStatus,
 };
 pub use template::{VRouterTemplate, VRouterTemplateSpec};
 

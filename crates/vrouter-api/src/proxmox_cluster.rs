@@ -56,8 +56,8 @@ pub struct ProxmoxClusterSpec {
     pub check_guest_uptime: bool,
 }
 
-/// Where a ProxmoxCluster's CA bundle is: a key of a Secret in the cluster's
-/// own namespace.
+/// Where a CA bundle is: a key of a Secret in the namespace of the object
+/// that names it (a ProxmoxCluster, or a VRouterTarget's daemon block).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CaBundleRef {

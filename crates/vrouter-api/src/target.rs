@@ -5,6 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::proxmox_cluster::CaBundleRef;
 use crate::refs::{NameRef, SecretKeyRef};
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -105,7 +106,9 @@ pub struct ProxmoxConfig {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonConfig {
-    /// gRPC endpoint of the vrouter-daemon ControlService, e.g. `vrouter-server.vrouter-system.svc:9090`.
+    /// gRPC endpoint of the vrouter-daemon ControlService: `host:port` or
+    /// `http://host:port` (plaintext), or `https://host:port` (TLS, never
+    /// falling back to plaintext), e.g. `vrouter-server.vrouter-system.svc:9090`.
     pub address: String,
     /// Identifier of the router's agent.
     #[serde(rename = "agentID")]
@@ -114,6 +117,11 @@ pub struct DaemonConfig {
     #[serde(default = "default_daemon_timeout")]
     #[schemars(range(min = 1))]
     pub timeout_seconds: i32,
+    /// PEM CA certificates that are the ONLY roots trusted for an
+    /// `https://` address; absent means the operator's system roots. Only
+    /// with an `https://` address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<CaBundleRef>,
 }
 
 impl Default for DaemonConfig {
@@ -122,6 +130,7 @@ impl Default for DaemonConfig {
             address: String::new(),
             agent_id: String::new(),
             timeout_seconds: default_daemon_timeout(),
+            ca_bundle: None,
         }
     }
 }
@@ -180,6 +189,34 @@ impl VRouterTarget {
             self.metadata.namespace.clone()
         } else {
             Some(kv.namespace.clone())
+        }
+    }
+}
+
+/// How a daemon address is reached, from its scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DaemonTransport {
+    /// `host:port` or `http://host:port`: plaintext gRPC.
+    Plaintext,
+    /// `https://host:port`: TLS, and nothing else.
+    Tls,
+}
+
+impl DaemonTransport {
+    /// The transport `address` names; `Err` says why the scheme is refused.
+    /// Schemes are compared case-insensitively, as URIs define them.
+    pub fn of(address: &str) -> Result<DaemonTransport, String> {
+        let address = address.trim();
+        let Some((scheme, _)) = address.split_once("://") else {
+            return Ok(DaemonTransport::Plaintext);
+        };
+        match scheme.to_ascii_lowercase().as_str() {
+            "http" => Ok(DaemonTransport::Plaintext),
+            "https" => Ok(DaemonTransport::Tls),
+            _ => Err(format!(
+                "scheme {scheme:?} is not supported: write host:port or http://host:port (plaintext) or \
+                 https://host:port (TLS)"
+            )),
         }
     }
 }

@@ -158,6 +158,7 @@ pub fn target(t: &VRouterTarget) -> Findings {
             if blank(&d.agent_id) {
                 f.deny("spec.provider.daemon.agentID", "must not be empty");
             }
+            daemon_transport(&mut f, d);
         }
     }
     // A block for another provider is ignored; say so, since it usually
@@ -176,6 +177,29 @@ pub fn target(t: &VRouterTarget) -> Findings {
         }
     }
     f
+}
+
+/// A daemon address's scheme is one the provider dials, and a CA bundle
+/// goes with `https://` only: with a plaintext address it would secure
+/// nothing while reading as if it did.
+fn daemon_transport(f: &mut Findings, d: &crate::DaemonConfig) {
+    let transport = match crate::DaemonTransport::of(&d.address) {
+        Ok(transport) => transport,
+        Err(why) => return f.deny("spec.provider.daemon.address", why),
+    };
+    let Some(bundle) = &d.ca_bundle else { return };
+    if transport != crate::DaemonTransport::Tls {
+        f.deny(
+            "spec.provider.daemon.caBundle",
+            "is only used with an https:// address; write the address as https://host:port or remove caBundle",
+        );
+    }
+    if blank(&bundle.secret_ref.name) {
+        f.deny("spec.provider.daemon.caBundle.secretRef.name", "must not be empty");
+    }
+    if blank(&bundle.secret_ref.key) {
+        f.deny("spec.provider.daemon.caBundle.secretRef.key", "must not be empty");
+    }
 }
 
 /// The field of `spec.provider` that configures a provider type.

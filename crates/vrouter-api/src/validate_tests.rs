@@ -76,6 +76,42 @@ fn target_provider_block_must_match_the_type() {
 }
 
 #[test]
+fn target_daemon_scheme_and_ca_bundle() {
+    let ca = "caBundle: {secretRef: {name: ca, key: ca.crt}}";
+    let cases: Vec<(String, &[(&str, &str)])> = vec![
+        ("address: 'http://d:1'".into(), &[]),
+        ("address: 'https://d:1'".into(), &[]),
+        ("address: 'HTTPS://d:1'".into(), &[]),
+        (format!("address: 'https://d:1', {ca}"), &[]),
+        (
+            "address: 'grpc://d:1'".into(),
+            &[("spec.provider.daemon.address", "scheme \"grpc\" is not supported")],
+        ),
+        (
+            format!("address: 'd:1', {ca}"),
+            &[("spec.provider.daemon.caBundle", "only used with an https:// address")],
+        ),
+        (
+            format!("address: 'http://d:1', {ca}"),
+            &[("spec.provider.daemon.caBundle", "only used with an https:// address")],
+        ),
+        (
+            "address: 'https://d:1', caBundle: {secretRef: {name: '', key: ' '}}".into(),
+            &[
+                ("spec.provider.daemon.caBundle.secretRef.name", "must not be empty"),
+                ("spec.provider.daemon.caBundle.secretRef.key", "must not be empty"),
+            ],
+        ),
+    ];
+    for (daemon, denied) in cases {
+        let t: VRouterTarget = parse(&format!(
+            "metadata: {{name: t}}\nspec: {{provider: {{type: vrouter-daemon, daemon: {{agentID: r1, {daemon}}}}}}}"
+        ));
+        assert_denied(&target(&t), denied);
+    }
+}
+
+#[test]
 fn target_proxmox_cluster_ref_must_stay_in_the_namespace() {
     let t: VRouterTarget = parse(
         "metadata: {name: t}\nspec: {provider: {type: proxmox, proxmox: {vmid: 100, clusterRef: {name: pve, namespace: other}}}}",

@@ -180,6 +180,17 @@ pub enum ProviderError {
     #[error("invalid TLS settings: {reason}")]
     InvalidTls { reason: String },
 
+    /// An `https://` vrouter-daemon endpoint did not complete a trusted TLS
+    /// handshake: its certificate is not trusted (`untrusted`), or it spoke
+    /// no TLS. Nothing was sent, and plaintext is never tried instead.
+    /// Needs a person.
+    #[error("the vrouter-daemon at {endpoint} {reason}")]
+    DaemonTls {
+        endpoint: String,
+        untrusted: bool,
+        reason: String,
+    },
+
     #[error("vrouter-daemon {operation} failed: {code:?}: {message}")]
     Grpc {
         operation: &'static str,
@@ -282,6 +293,7 @@ impl ProviderError {
             ProviderError::Forbidden { .. }
                 | ProviderError::CertificateNotTrusted { .. }
                 | ProviderError::InvalidTls { .. }
+                | ProviderError::DaemonTls { .. }
         )
     }
 

@@ -577,7 +577,12 @@ pub(crate) async fn build_planned(
         }
         Plan::Daemon(config) => {
             check_daemon_grant(target, lookup, &referrer).await?;
-            Ok(Box::new(DaemonProvider::new(&config, ctx.daemon.clone())?))
+            let bundle = crate::daemon::ca_source::ca_bundle(target, &config, lookup).await?;
+            Ok(Box::new(DaemonProvider::with_ca_bundle(
+                &config,
+                bundle.as_ref(),
+                ctx.daemon.clone(),
+            )?))
         }
     }
 }

@@ -742,6 +742,7 @@ async fn a_bad_address_is_refused_when_the_provider_is_built() {
             address: "no-port.example".into(),
             agent_id: "r1".into(),
             timeout_seconds: 60,
+            ca_bundle: None,
         },
         DaemonOptions::default(),
     )

@@ -155,6 +155,7 @@ fn bad_targets_are_named_errors() {
             address: "d:1".into(),
             agent_id: " ".into(),
             timeout_seconds: 60,
+            ca_bundle: None,
         }),
         ..Default::default()
     });
@@ -249,6 +250,7 @@ async fn daemon_targets_get_the_daemon_provider() {
             address: "127.0.0.1:50052".into(),
             agent_id: "router-a".into(),
             timeout_seconds: 60,
+            ca_bundle: None,
         }),
         ..Default::default()
     });

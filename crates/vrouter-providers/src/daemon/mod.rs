@@ -4,10 +4,12 @@
 //! runs the apply script itself, so this provider sends raw config
 //! ([`payload`] says what the real daemon does with it).
 
+pub(crate) mod ca_source;
 mod channels;
 pub mod payload;
 pub mod proto;
 mod registry;
+mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +24,7 @@ use crate::provider::{ApplyRecord, ExecHandle, ExecOutcome, ExecStatus, Provider
 use proto::control_service_client::ControlServiceClient;
 pub use registry::ExecRegistry;
 use registry::Failure;
+pub use tls::DaemonCaBundle;
 use vrouter_qga::ApplyId;
 
 /// Tuning of the daemon provider.
@@ -68,15 +71,32 @@ const DEFAULT_TIMEOUT_SECONDS: i32 = 60;
 
 impl DaemonProvider {
     /// Binds to the router `config.agent_id` behind the daemon at
-    /// `config.address`. Dials nothing: the shared channel connects on first use.
+    /// `config.address`, an `https://` one trusting the system roots.
+    /// Dials nothing: the shared channel connects on first use. A config
+    /// naming a CA bundle needs [`DaemonProvider::with_ca_bundle`].
     pub fn new(config: &DaemonConfig, options: DaemonOptions) -> Result<Self, ProviderError> {
+        if config.ca_bundle.is_some() {
+            return Err(ProviderError::InvalidTls {
+                reason: "spec.provider.daemon.caBundle is set but its Secret was not read".into(),
+            });
+        }
+        Self::with_ca_bundle(config, None, options)
+    }
+
+    /// As [`DaemonProvider::new`], an `https://` address trusting `bundle`
+    /// (read from the Secret `config.ca_bundle` names) as its only roots.
+    pub fn with_ca_bundle(
+        config: &DaemonConfig,
+        bundle: Option<&DaemonCaBundle>,
+        options: DaemonOptions,
+    ) -> Result<Self, ProviderError> {
         if config.agent_id.trim().is_empty() {
             return Err(ProviderError::InvalidTarget {
                 target: format!("vrouter-daemon at {}", config.address),
                 reason: "daemon.agentID is empty".into(),
             });
         }
-        let channel = channels::channel_for(&config.address)?;
+        let channel = channels::channel_for(&config.address, bundle)?;
         let timeout_seconds = if config.timeout_seconds > 0 {
             config.timeout_seconds
         } else {
@@ -101,6 +121,23 @@ impl DaemonProvider {
         Duration::from_secs(self.timeout_seconds.unsigned_abs().into()) + self.options.grace
     }
 }
+
+/// A failed call as a [`ProviderError`]: an `https://` endpoint that
+/// failed its handshake is [`ProviderError::DaemonTls`] (nothing was sent).
+fn call_error(operation: &'static str, address: &str, status: tonic::Status) -> ProviderError {
+    match tls::tls_failure(&status) {
+        Some(failure) => ProviderError::DaemonTls {
+            endpoint: address.to_owned(),
+            untrusted: matches!(failure, tls::TlsFailure::NotTrusted(_)),
+            reason: vrouter_api::text::cut(&failure.to_string(), TLS_MESSAGE_LIMIT).into_owned(),
+        },
+        None => grpc_error(operation, status),
+    }
+}
+
+/// The longest TLS failure kept in a message: a certificate's refusal
+/// names its fingerprint and the roots, well within this.
+const TLS_MESSAGE_LIMIT: usize = 1024;
 
 fn grpc_error(operation: &'static str, status: tonic::Status) -> ProviderError {
     ProviderError::Grpc {
@@ -146,6 +183,13 @@ fn outcome_of(resp: proto::ApplyConfigResponse) -> Result<ExecOutcome, Failure> 
 fn failure_of(status: &tonic::Status, timeout: Duration) -> Failure {
     match status.code() {
         tonic::Code::DeadlineExceeded => Failure::Timeout { after: timeout },
+        // The handshake comes before any request: nothing was sent.
+        _ if tls::tls_failure(status).is_some() => Failure::Lost {
+            reason: format!(
+                "the TLS handshake with the vrouter-daemon server failed ({}); nothing ran",
+                tls::tls_failure(status).map(ToString::to_string).unwrap_or_default()
+            ),
+        },
         // The server checks the agent before it queues the apply: nothing ran.
         tonic::Code::NotFound => Failure::Lost {
             reason: format!(
@@ -190,7 +234,7 @@ impl Provider for DaemonProvider {
         let mut client = self.client.clone();
         match tokio::time::timeout(self.options.call_timeout, client.is_connected(req)).await {
             Ok(Ok(resp)) => Ok(resp.into_inner().connected),
-            Ok(Err(status)) => Err(grpc_error("IsConnected", status)),
+            Ok(Err(status)) => Err(call_error("IsConnected", &self.address, status)),
             Err(_) => Err(ProviderError::Timeout {
                 operation: format!("vrouter-daemon IsConnected at {}", self.address),
                 after: self.options.call_timeout,

@@ -29,6 +29,10 @@ pub(crate) use http::token_part_is_valid;
 use http::{Answer, Client, Endpoint, Timeouts};
 pub use http::{ApiToken, redact};
 pub use trust::{TrustError, TrustSettings};
+// The vrouter-daemon client decides and verifies its trust with these.
+pub(crate) use tls::{RootsNamed, provider as crypto_provider, verifier as certificate_verifier};
+pub(crate) use trust::{Trust, decide as decide_trust};
+pub(crate) use verifier::refusal as certificate_refusal;
 use vm_list::VmList;
 pub use vm_list::{FRESH_FOR as VM_LIST_FRESH_FOR, VmState, state_of};
 

@@ -164,6 +164,7 @@ pub mod daemon {
                 address,
                 agent_id: agent.into(),
                 timeout_seconds,
+                ca_bundle: None,
             },
             options,
         )
