@@ -14,8 +14,9 @@ use anyhow::{Context, bail};
 /// loopback, portmap), iptables for kube-proxy, socat to reach the API
 /// server inside the node's network namespace, a static busybox for the
 /// test image, curl for the image that scrapes metrics, gcc with
-/// libc6-dev for the static pause binary, and procps's `kill` to SIGKILL a
-/// container from the host.
+/// libc6-dev for the static pause binary, procps's `kill` to SIGKILL a
+/// container from the host, and stunnel4 to put the real vrouter-daemon
+/// behind TLS (`https://` daemon addresses).
 pub const TEST_PACKAGES: &[&str] = &[
     "qemu-guest-agent",
     "redis-server",
@@ -29,6 +30,7 @@ pub const TEST_PACKAGES: &[&str] = &[
     "gcc",
     "libc6-dev",
     "procps",
+    "stunnel4",
 ];
 
 /// Installs the missing ones among `packages` with apt-get, running

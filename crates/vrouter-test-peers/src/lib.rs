@@ -9,6 +9,8 @@
 //!   `qemu-ga`;
 //! - [`daemon::Daemon`]: the real vrouter-daemon server (with its Redis) and
 //!   [`daemon::Agent`]s, real `vrouter-agent`s whose vbash is the stub one;
+//! - [`stunnel::Stunnel`]: Debian's stunnel terminating TLS in front of a
+//!   backend (the real daemon's ControlService, for `https://` addresses);
 //! - [`toxiproxy::Toxiproxy`]: the real fault proxy, between a client and
 //!   the API server, to partition one operator replica from it;
 //! - [`guest::GuestSandbox`]: the guest-side seams (os-release, a stub
@@ -25,6 +27,7 @@ pub mod instant_guest;
 pub mod kube;
 pub mod proxmox;
 pub mod qemu_server;
+pub mod stunnel;
 pub mod tls;
 pub mod toxiproxy;
 pub mod vm;

@@ -58,6 +58,12 @@ pub(crate) enum TlsFailure {
     Handshake(String),
 }
 
+/// A trusted TLS connection, as hyper reads and writes it.
+type Io = TokioIo<TlsStream<TcpStream>>;
+type BoxError = Box<dyn StdError + Send + Sync>;
+/// A connection being made.
+type Dialling = Pin<Box<dyn Future<Output = Result<Io, BoxError>> + Send>>;
+
 fn invalid(reason: String) -> ProviderError {
     ProviderError::InvalidTls { reason }
 }
@@ -119,19 +125,11 @@ impl DaemonTls {
     /// The connector tonic dials through.
     pub fn connector(
         self: Arc<Self>,
-    ) -> impl tower::Service<
-        http::Uri,
-        Response = TokioIo<TlsStream<TcpStream>>,
-        Error = Box<dyn StdError + Send + Sync>,
-        Future = Pin<
-            Box<dyn Future<Output = Result<TokioIo<TlsStream<TcpStream>>, Box<dyn StdError + Send + Sync>>> + Send>,
-        >,
-    > + Clone
-    + Send
-    + 'static {
+    ) -> impl tower::Service<http::Uri, Response = Io, Error = BoxError, Future = Dialling> + Clone + Send + 'static
+    {
         tower::service_fn(move |uri: http::Uri| {
             let tls = self.clone();
-            Box::pin(tls.connect(uri)) as Pin<Box<dyn Future<Output = _> + Send>>
+            Box::pin(tls.connect(uri)) as Dialling
         })
     }
 }
@@ -152,7 +150,7 @@ fn trust_of(bundle: Option<&DaemonCaBundle>) -> Result<Trust, ProviderError> {
 /// A handshake error that TLS itself raised (a refused certificate, a
 /// peer that sent no TLS) as a [`TlsFailure`]; a bare I/O error (reset,
 /// refused) stays one, as the network's and not the settings' fault.
-fn classify(error: std::io::Error) -> Box<dyn StdError + Send + Sync> {
+fn classify(error: std::io::Error) -> BoxError {
     let Some(tls) = error.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) else {
         return Box::new(error);
     };
