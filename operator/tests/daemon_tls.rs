@@ -77,7 +77,14 @@ async fn an_untrusted_daemon_certificate_shows_on_the_status_until_the_secret_ho
     }
     assert!(!message.contains("BEGIN"), "{message}");
     let config = configs.get("edge-1").await.unwrap();
-    assert_ne!(config.status.unwrap().phase, Phase::Applied);
+    let status = config.status.unwrap();
+    assert_ne!(status.phase, Phase::Applied);
+    let ready = common::condition(&status.conditions, "Ready").expect("a Ready condition");
+    assert_eq!(
+        (ready.0.as_str(), ready.1.as_str()),
+        ("False", "CertificateNotTrusted"),
+        "{ready:?}"
+    );
     assert!(agent.sandbox().calls().is_empty(), "{:?}", agent.sandbox().calls());
 
     // The right CA in the Secret: the next reconcile trusts it and applies.

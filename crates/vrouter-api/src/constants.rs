@@ -84,10 +84,16 @@ pub mod reason {
     /// ProxmoxCluster: no endpoint answered, and one presented a certificate
     /// the cluster's trust settings refuse (the message names its SHA-256
     /// fingerprint, and the pinned ones); the token was not sent.
+    /// VRouterConfig: its target's endpoint (Proxmox, or an `https://`
+    /// vrouter-daemon) presented such a certificate; nothing was sent.
     pub const CERTIFICATE_NOT_TRUSTED: &str = "CertificateNotTrusted";
     /// ProxmoxCluster: the trust settings cannot be used (the CA bundle's
     /// Secret or key is missing, it is not PEM, a fingerprint is malformed).
+    /// VRouterConfig: the same of its target's CA bundle.
     pub const INVALID_TLS_CONFIG: &str = "InvalidTLSConfig";
+    /// VRouterConfig: its target's `https://` vrouter-daemon endpoint did not
+    /// complete a TLS handshake (it speaks no TLS); nothing was sent.
+    pub const TLS_HANDSHAKE_FAILED: &str = "TLSHandshakeFailed";
     /// The router's startup config changed outside the operator; the
     /// VRouterConfig is applied again (also a warning event).
     pub const DRIFT_DETECTED: &str = "DriftDetected";

@@ -143,6 +143,25 @@ pub fn summarise(
     changed
 }
 
+/// Why a config's target cannot be reached: the condition reason naming
+/// the kind of problem (`TargetUnavailable`, or a TLS reason such as
+/// `CertificateNotTrusted`) and the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TargetProblem<'a> {
+    pub reason: &'static str,
+    pub message: &'a str,
+}
+
+impl<'a> TargetProblem<'a> {
+    /// A problem of no more specific kind: `TargetUnavailable`.
+    pub fn unavailable(message: &'a str) -> Self {
+        TargetProblem {
+            reason: reason::TARGET_UNAVAILABLE,
+            message,
+        }
+    }
+}
+
 /// VRouterConfig at `generation`: from its phase and `Applied` condition.
 /// `target_problem` is why its target cannot be reached as configured
 /// (missing, a Secret or ProxmoxCluster gone, a permission lacking), when
@@ -156,9 +175,13 @@ pub fn summarise(
 /// on; `status.observedGeneration` stays the generation an apply was last
 /// started for, so kstatus reads a config as InProgress until its current
 /// spec is being applied.
-pub fn config_summary(status: &VRouterConfigStatus, generation: i64, target_problem: Option<&str>) -> Summary {
-    if let Some(why) = target_problem {
-        return Summary::new(Progress::Stalled, reason::TARGET_UNAVAILABLE, why);
+pub fn config_summary(
+    status: &VRouterConfigStatus,
+    generation: i64,
+    target_problem: Option<TargetProblem<'_>>,
+) -> Summary {
+    if let Some(problem) = target_problem {
+        return Summary::new(Progress::Stalled, problem.reason, problem.message);
     }
     if status.observed_generation != generation {
         let message = if status.message.is_empty() {
@@ -571,7 +594,7 @@ mod tests {
         for (phase, applied, message, problem, (progress, reason, said)) in cases {
             let status = config_status(*phase, *applied, message);
             assert_eq!(
-                config_summary(&status, 2, *problem),
+                config_summary(&status, 2, problem.map(TargetProblem::unavailable)),
                 summary(*progress, reason, said),
                 "{phase:?} {applied:?} {problem:?}"
             );
@@ -591,7 +614,11 @@ mod tests {
             summary(Progress::Reconciling, "Pending", "waiting to apply generation 3")
         );
         assert_eq!(
-            config_summary(&applied, 3, Some("VRouterTarget \"r\" not found")),
+            config_summary(
+                &applied,
+                3,
+                Some(TargetProblem::unavailable("VRouterTarget \"r\" not found"))
+            ),
             summary(Progress::Stalled, "TargetUnavailable", "VRouterTarget \"r\" not found")
         );
     }

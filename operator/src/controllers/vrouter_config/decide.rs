@@ -244,6 +244,19 @@ pub fn on_target_unavailable(status: &VRouterConfigStatus, clock: Clock, why: &s
     }
 }
 
+/// The condition reason of a problem reaching the router that needs a
+/// person: TLS problems by kind (they are fixed in a CA bundle or at the
+/// endpoint, not in the target), every other one `TargetUnavailable`.
+pub fn problem_reason(error: &vrouter_providers::ProviderError) -> &'static str {
+    use vrouter_providers::ProviderError as E;
+    match error {
+        E::CertificateNotTrusted { .. } | E::DaemonTls { untrusted: true, .. } => reason::CERTIFICATE_NOT_TRUSTED,
+        E::DaemonTls { untrusted: false, .. } => reason::TLS_HANDSHAKE_FAILED,
+        E::InvalidTls { .. } => reason::INVALID_TLS_CONFIG,
+        _ => reason::TARGET_UNAVAILABLE,
+    }
+}
+
 /// The router did not pass its readiness check (spec §7.2 step 3).
 pub fn on_not_ready(status: &VRouterConfigStatus, clock: Clock, why: &str) -> Step {
     let mut status = nothing_attempted_meanwhile(with_exec_start(status, clock.now));

@@ -589,3 +589,39 @@ fn poll_interval_is_bounded_both_ways() {
     assert_eq!(poll_interval(SignedDuration::from_secs(4)), Duration::from_secs(1));
     assert_eq!(poll_interval(SignedDuration::from_secs(3600)), MAX_POLL);
 }
+
+#[test]
+fn tls_problems_reaching_the_router_have_reasons_of_their_own() {
+    use vrouter_providers::{Attempts, ProviderError as E};
+    let daemon = |untrusted| E::DaemonTls {
+        endpoint: "https://127.0.0.1:9".into(),
+        untrusted,
+        reason: "x".into(),
+    };
+    let cases = [
+        (daemon(true), reason::CERTIFICATE_NOT_TRUSTED),
+        (daemon(false), reason::TLS_HANDSHAKE_FAILED),
+        (
+            E::CertificateNotTrusted {
+                attempts: Attempts(Vec::new()),
+            },
+            reason::CERTIFICATE_NOT_TRUSTED,
+        ),
+        (
+            E::InvalidTls {
+                reason: "no PEM".into(),
+            },
+            reason::INVALID_TLS_CONFIG,
+        ),
+        (
+            E::InvalidTarget {
+                target: "t".into(),
+                reason: "r".into(),
+            },
+            reason::TARGET_UNAVAILABLE,
+        ),
+    ];
+    for (error, want) in cases {
+        assert_eq!(problem_reason(&error), want, "{error}");
+    }
+}

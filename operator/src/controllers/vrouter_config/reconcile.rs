@@ -22,6 +22,7 @@ use super::ConfigContext;
 use super::confirm::{self, Checked, Stage};
 use super::decide::{self, Clock, Next, Poll, Step};
 use super::recover::{self, Asked, Recovery, RouterSays};
+use crate::runtime::conditions::TargetProblem;
 use crate::runtime::config_hash::config_hash;
 use crate::runtime::context::Context;
 use crate::runtime::crash_point::{self, CrashPoint};
@@ -701,13 +702,20 @@ impl<'a> Apply<'a> {
     }
 
     async fn note_problem(&self, message: String) -> Result<Action, Error> {
-        note_problem(self.ctx, self.config, &self.status, message).await
+        let problem = TargetProblem::unavailable(&message);
+        note_problem(self.ctx, self.config, &self.status, problem).await
     }
 
     /// The router cannot be reached for a reason a person must fix (its
-    /// provider cannot be built, the operator's role lacks a permission).
+    /// provider cannot be built, the operator's role lacks a permission,
+    /// its certificate is not trusted).
     async fn cannot_reach(&self, error: &ProviderError) -> Result<Action, Error> {
-        self.note_problem(format!("cannot reach the router: {error}")).await
+        let message = format!("cannot reach the router: {error}");
+        let problem = TargetProblem {
+            reason: decide::problem_reason(error),
+            message: &message,
+        };
+        note_problem(self.ctx, self.config, &self.status, problem).await
     }
 
     async fn finish(&self, step: Step) -> Result<Action, Error> {
@@ -775,19 +783,20 @@ async fn note_problem(
     ctx: &ConfigContext,
     config: &VRouterConfig,
     status: &VRouterConfigStatus,
-    message: String,
+    problem: TargetProblem<'_>,
 ) -> Result<Action, Error> {
     let clock = Clock {
         now: Timestamp::now(),
         apply_timeout: ctx.settings.apply_timeout,
     };
+    let message = problem.message.to_owned();
     let mut step = decide::on_target_unavailable(status, clock, &message);
     if step.status.exec_pid == 0 && status.exec_pid > 0 {
         // The apply in flight timed out meanwhile.
         record_apply_end(ctx, status, &step, clock.now);
         return finish(ctx, config, status, step).await;
     }
-    step.status = summarised(step.status, config, Some(&message), clock.now);
+    step.status = summarised(step.status, config, Some(problem), clock.now);
     if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &step.status).await? {
         ctx.own_writes.record_over(config, &written);
         ctx.event(
@@ -829,7 +838,7 @@ fn record_apply_end(ctx: &Context, before: &VRouterConfigStatus, step: &Step, no
 pub(crate) fn summarised(
     mut status: VRouterConfigStatus,
     config: &VRouterConfig,
-    target_problem: Option<&str>,
+    target_problem: Option<TargetProblem<'_>>,
     now: Timestamp,
 ) -> VRouterConfigStatus {
     let generation = config.meta().generation.unwrap_or(0);
