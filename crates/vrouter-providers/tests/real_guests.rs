@@ -274,12 +274,19 @@ async fn readiness_follows_the_guest<T: Transport>(rig: &Rig<T>) {
 /// 46,080 bytes per Proxmox `file-write`) arrives whole: the parts are joined in the guest.
 async fn a_large_config_arrives_whole<T: Transport>(rig: &Rig<T>) {
     rig.view.reset().await.unwrap();
-    let mut config = String::new();
-    for i in 0..3000 {
-        config.push_str(&format!(
-            "interfaces {{ ethernet eth{i} {{ description \"port {i} ✓ $(x) `y`\" }} }}\n"
-        ));
+    // VyOS's syntax, with few children a node (the guest's `load` runs
+    // VyOS's parser, whose time grows with the square of a node's children).
+    let mut config = String::from("interfaces {\n");
+    for i in 0..300 {
+        config.push_str(&format!("    ethernet eth{i} {{\n"));
+        for vif in 0..10 {
+            config.push_str(&format!(
+                "        vif {vif} {{\n            description \"port {i}.{vif} ✓ $(x) `y`\"\n        }}\n"
+            ));
+        }
+        config.push_str("    }\n");
     }
+    config.push_str("}\n");
     assert!(config.len() > 200 * 1024);
     let handle = rig
         .provider

@@ -28,6 +28,7 @@ pub mod qemu_server;
 pub mod tls;
 pub mod toxiproxy;
 pub mod vm;
+pub mod vyos_parser;
 
 pub use vrouter_qga::testing::{AgentOptions, AgentProcess, HOW_TO_GET_QEMU_GA};
 
