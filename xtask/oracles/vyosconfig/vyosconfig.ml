@@ -47,18 +47,38 @@ let libvyosconfig_error = function
   | _ -> "Parse error"
 
 (* vyos-1x python/vyos/configtree.py doubles every backslash of a quoted
-   string that ends a line and holds one (escape_backslash, replace_backslash)
-   before it hands the text to libvyosconfig. *)
-let escape_backslash =
-  let rex = Pcre.regexp "(\"[^\"]*[\\\\][^\"]*\"\n|'[^']*[\\\\][^']*'\n)" in
-  let double quoted =
-    let buffer = Buffer.create (String.length quoted + 8) in
-    String.iter
-      (fun c -> if c = '\\' then Buffer.add_string buffer "\\\\" else Buffer.add_char buffer c)
-      quoted;
-    Buffer.contents buffer
+   string that holds one and ends a line (escape_backslash, replace_backslash:
+   the pattern ("[^"]*[\\][^"]*"\n|'[^']*[\\][^']*'\n)) before it hands the
+   text to libvyosconfig. Written out by hand, so the oracle links nothing but
+   libc and libm (the QEMU test guests have no libpcre): a string opened by
+   [quote] at [start] matches up to the first [quote] after it when a
+   backslash lies between and a newline follows. *)
+let quoted_end text start quote =
+  match String.index_from_opt text (start + 1) quote with
+  | Some close
+    when close + 1 < String.length text
+         && text.[close + 1] = '\n'
+         && String.contains (String.sub text (start + 1) (close - start - 1)) '\\' ->
+      Some (close + 1)
+  | _ -> None
+
+let escape_backslash text =
+  let buffer = Buffer.create (String.length text + 16) in
+  let rec scan position =
+    if position < String.length text then
+      let c = text.[position] in
+      match if c = '"' || c = '\'' then quoted_end text position c else None with
+      | Some stop ->
+          String.iter
+            (fun c -> if c = '\\' then Buffer.add_string buffer "\\\\" else Buffer.add_char buffer c)
+            (String.sub text position (stop - position + 1));
+          scan (stop + 1)
+      | None ->
+          Buffer.add_char buffer c;
+          scan (position + 1)
   in
-  fun text -> Pcre.substitute ~rex ~subst:double text
+  scan 0;
+  Buffer.contents buffer
 
 let load file =
   let channel = open_in_bin file in
