@@ -770,14 +770,22 @@ async fn a_config_of_one_mebibyte_gets_its_finalizer_and_applies() {
         vrouter_operator::runtime::context::Settings::default(),
     )
     .await;
-    let mut config = String::new();
+    // VyOS's syntax (one `interfaces` node), with a hundred children a
+    // node: the guest's `load` runs VyOS's parser, whose time grows with the
+    // square of a node's children.
+    let mut config = String::from("interfaces {\n");
     let mut i = 0;
     while config.len() < 1024 * 1024 {
-        config.push_str(&format!(
-            "interfaces {{\n    ethernet eth{i} {{\n        description \"port {i} of a large router\"\n    }}\n}}\n"
-        ));
+        config.push_str(&format!("    ethernet eth{i} {{\n"));
+        for vif in 0..100 {
+            config.push_str(&format!(
+                "        vif {vif} {{\n            description \"port {i}.{vif} of a large router\"\n        }}\n"
+            ));
+        }
+        config.push_str("    }\n");
         i += 1;
     }
+    config.push_str("}\n");
     create::<VRouterConfig>(
         &site.ns,
         json!({"metadata": {"name": "large"}, "spec": {"targetRef": {"name": "r1"}, "config": config}}),

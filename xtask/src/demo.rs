@@ -14,6 +14,9 @@ pub fn run(root: &Path, keep: bool) -> anyhow::Result<()> {
     crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
     println!("==> local control plane");
     crate::testenv_bins::run(root)?;
+    // The demo's routers are test guests, whose `load` is VyOS's parser.
+    println!("==> VyOS's parser for the routers' load");
+    crate::oracles::ensure(root, "vyosconfig")?;
     let mut args = vec!["run", "--quiet", "--package", "vrouter-demo", "--"];
     if keep {
         args.push("--keep");

@@ -241,6 +241,83 @@ async fn every_provider_fails_an_apply_whose_set_fails_though_it_exits_zero() {
     }
 }
 
+/// Texts VyOS's parser refuses, each with the line VyOS's `load` prints:
+/// `ConfigTree`'s `Failed to parse config: ` and libvyosconfig's message.
+const REFUSED_BY_VYOS: [(&str, &str); 3] = [
+    (
+        "system {\n    host-name r2\n",
+        "Failed to parse config: Syntax error on line 3, character 1: Invalid syntax.",
+    ),
+    (
+        "system {\n    host-name \"r2\n}\n",
+        "Failed to parse config: Syntax error on line 2, character 21: Quoted string is missing the closing double quote",
+    ),
+    (
+        "system {\n    host-name 'r2\n}\n",
+        "Failed to parse config: Syntax error on line 2, character 21: Quoted string is missing the closing single quote",
+    ),
+];
+
+/// The stub `load` of every test guest reads with VyOS's parser: a config
+/// VyOS refuses reaches the apply's output with VyOS's message and changes
+/// neither the running config nor the saved one; a good config still loads.
+#[tokio::test]
+async fn every_provider_reports_vyos_refusing_a_config_and_keeps_the_running_one() {
+    for router in Router::every_provider().await {
+        let name = router.name();
+        let p = router.provider();
+        let sandbox = router.sandbox();
+        let good = poll_until_exited(&*p, p.exec_script(&ApplyId::fresh(1), CONFIG, "", true).await.unwrap())
+            .await
+            .unwrap();
+        assert!(good.succeeded(), "{name}: {good:?}");
+        assert_eq!(sandbox.running_config(), CONFIG.as_bytes(), "{name}");
+        for (n, (config, message)) in (2..).zip(REFUSED_BY_VYOS) {
+            let handle = p.exec_script(&ApplyId::fresh(n), config, "", true).await.unwrap();
+            let outcome = poll_until_exited(&*p, handle).await.unwrap();
+            // The daemon's agent runs the script with one output stream.
+            let output = format!("{}{}", outcome.stdout, outcome.stderr);
+            assert!(output.contains(message), "{name}: {config:?}: {outcome:?}");
+            assert_eq!(sandbox.running_config(), CONFIG.as_bytes(), "{name}: {config:?}");
+            assert_eq!(
+                std::fs::read(sandbox.config_boot_path()).unwrap(),
+                CONFIG.as_bytes(),
+                "{name}: {config:?}"
+            );
+        }
+    }
+}
+
+/// `load` itself, in a guest's vbash: VyOS's refusal is status 1 and VyOS's
+/// message on stderr, the running config untouched; what VyOS reads
+/// replaces the running config with status 0.
+#[test]
+fn a_guests_load_fails_with_vyos_message_when_vyos_refuses_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = GuestSandbox::new(dir.path(), "vyos");
+    let load = |config: &str| {
+        let script = format!("load /dev/stdin <<'EOF'\n{config}EOF\n");
+        std::process::Command::new(sandbox.dir().join("vbash"))
+            .args(["-c", &script])
+            .output()
+            .unwrap()
+    };
+    let loaded = load(CONFIG);
+    assert!(loaded.status.success(), "{loaded:?}");
+    assert_eq!(loaded.stderr, b"");
+    assert_eq!(sandbox.running_config(), CONFIG.as_bytes());
+    for (config, message) in REFUSED_BY_VYOS {
+        let refused = load(config);
+        assert_eq!(refused.status.code(), Some(1), "{config:?}: {refused:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&refused.stderr),
+            format!("{message}\n"),
+            "{config:?}"
+        );
+        assert_eq!(sandbox.running_config(), CONFIG.as_bytes(), "{config:?}");
+    }
+}
+
 #[tokio::test]
 async fn every_provider_fails_an_apply_that_exits_non_zero() {
     for router in Router::every_provider().await {

@@ -274,12 +274,19 @@ async fn readiness_follows_the_guest<T: Transport>(rig: &Rig<T>) {
 /// 46,080 bytes per Proxmox `file-write`) arrives whole: the parts are joined in the guest.
 async fn a_large_config_arrives_whole<T: Transport>(rig: &Rig<T>) {
     rig.view.reset().await.unwrap();
-    let mut config = String::new();
-    for i in 0..3000 {
-        config.push_str(&format!(
-            "interfaces {{ ethernet eth{i} {{ description \"port {i} ✓ $(x) `y`\" }} }}\n"
-        ));
+    // VyOS's syntax, with few children a node (the guest's `load` runs
+    // VyOS's parser, whose time grows with the square of a node's children).
+    let mut config = String::from("interfaces {\n");
+    for i in 0..300 {
+        config.push_str(&format!("    ethernet eth{i} {{\n"));
+        for vif in 0..10 {
+            config.push_str(&format!(
+                "        vif {vif} {{\n            description \"port {i}.{vif} ✓ $(x) `y`\"\n        }}\n"
+            ));
+        }
+        config.push_str("    }\n");
     }
+    config.push_str("}\n");
     assert!(config.len() > 200 * 1024);
     let handle = rig
         .provider
@@ -403,11 +410,37 @@ async fn a_killed_wrappers_script_keeps_the_routers_lock<T: Transport>(rig: &Rig
     );
 }
 
+/// The guest's `load` reads with VyOS's own parser: a config VyOS refuses
+/// reaches the apply's output with VyOS's message (`ConfigTree`'s prefix,
+/// libvyosconfig's text), and neither the running nor the saved config
+/// changes.
+async fn a_config_vyos_refuses_is_not_loaded<T: Transport>(rig: &Rig<T>) {
+    rig.view.reset().await.unwrap();
+    let config = "system {\n    host-name \"r2\n}\n";
+    let handle = rig
+        .provider
+        .exec_script(&ApplyId::fresh(1), config, "", true)
+        .await
+        .unwrap();
+    let outcome = wait_for_exit(rig.provider.as_ref(), handle).await;
+    assert!(
+        outcome.stderr.contains(
+            "Failed to parse config: Syntax error on line 2, character 21: \
+             Quoted string is missing the closing double quote\n"
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(rig.view.loaded_configs().await.unwrap(), [config]);
+    assert_eq!(rig.view.running_config().await.unwrap(), DEFAULT_CONFIG_BOOT.as_bytes());
+    assert_eq!(rig.view.config_boot().await.unwrap(), DEFAULT_CONFIG_BOOT.as_bytes());
+}
+
 /// What every provider must do over a real guest's agent channel.
 async fn every_scenario<T: Transport>(rig: &Rig<T>) {
     apply_and_read_back(rig).await;
     a_killed_wrappers_script_keeps_the_routers_lock(rig).await;
     failed_set_fails_the_apply(rig).await;
+    a_config_vyos_refuses_is_not_loaded(rig).await;
     readiness_follows_the_guest(rig).await;
     an_unknown_pid_is_a_lost_result(rig).await;
     a_large_config_arrives_whole(rig).await;

@@ -13,7 +13,9 @@
 //!   prints `Set failed` and returns 1, and the script goes on to `commit`,
 //!   which exits 0;
 //! - the guest keeps a running config: `load` replaces it with what it read
-//!   (a file this machine lacks, like config.boot.default, reads as empty),
+//!   (a file this machine lacks, like config.boot.default, reads as empty)
+//!   when VyOS's own parser reads it ([`crate::vyos_parser`]); when VyOS
+//!   refuses it, `load` fails as VyOS's does and the running config stays;
 //!   `set` and `delete` append their line, and `save` copies it to
 //!   `config.boot` in the sandbox, as VyOS's `save` writes
 //!   `/config/config.boot`;
@@ -60,6 +62,13 @@ use vrouter_render::testing::{StubEvent, parse_stub_log};
 ///   pending" with status 0 (config_mgmt.py `confirm`, lines 241-271);
 /// - `configure` remembers the running config as the session's start, the
 ///   revision `commit-confirm` would revert to.
+///
+/// `load` hands what it read to VyOS's parser (`$VROUTER_VYOS_PARSER load`)
+/// first. VyOS's `load` (vyos-1x `src/helpers/vyos-load-config.py`) reads a
+/// config without a version footer through `ConfigMigrate`, whose
+/// `ConfigTree` (`python/vyos/configtree.py`) raises `Failed to parse config:
+/// <libvyosconfig's message>`, and the helper exits 1 with the session
+/// untouched; the stub prints that line to stderr and returns 1.
 const ROUTER_STATE: &str = r#"
 set() {
     __vr_write CALL set "$#" "$@"
@@ -78,15 +87,28 @@ commit() {
 }
 load() {
     __vr_write CALL load "$#" "$@"
+    local __vr_next="$VROUTER_RUNNING.loading" __vr_error __vr_status
     if [ "$#" -eq 1 ] && [ "$1" = /dev/stdin ]; then
         local __vr_data=''
         IFS= read -r -d '' __vr_data
         __vr_write LOAD "$__vr_data"
-        printf '%s' "$__vr_data" >"$VROUTER_RUNNING"
+        printf '%s' "$__vr_data" >"$__vr_next"
     else
-        cat "$1" >"$VROUTER_RUNNING" 2>/dev/null || : >"$VROUTER_RUNNING"
+        cat "$1" >"$__vr_next" 2>/dev/null || : >"$__vr_next"
     fi
-    return 0
+    __vr_error=$("$VROUTER_VYOS_PARSER" load "$__vr_next" 2>&1 >/dev/null)
+    __vr_status=$?
+    if [ "$__vr_status" -eq 1 ]; then
+        rm -f "$__vr_next"
+        printf 'Failed to parse config: %s\n' "$__vr_error" >&2
+        return 1
+    elif [ "$__vr_status" -ne 0 ]; then
+        rm -f "$__vr_next"
+        printf 'the test guest cannot run VyOS parser %s (status %s): %s\n' \
+            "$VROUTER_VYOS_PARSER" "$__vr_status" "$__vr_error" >&2
+        return "$__vr_status"
+    fi
+    mv -f "$__vr_next" "$VROUTER_RUNNING"
 }
 save() {
     __vr_write CALL save "$#" "$@"
@@ -161,6 +183,8 @@ pub struct RouterFiles {
     pub commit_delay: String,
     /// Seconds a minute of `commit-confirm` lasts, when the file is not empty.
     pub confirm_minute: String,
+    /// VyOS's parser, which `load` runs (see [`crate::vyos_parser`]).
+    pub vyos_parser: String,
 }
 
 impl RouterFiles {
@@ -181,6 +205,10 @@ impl RouterFiles {
             os_release: at("os-release"),
             commit_delay: at("commit-delay"),
             confirm_minute: at("confirm-minute"),
+            vyos_parser: crate::vyos_parser::binary()
+                .to_str()
+                .expect("a UTF-8 cache path")
+                .to_string(),
         }
     }
 
@@ -201,6 +229,7 @@ impl RouterFiles {
             os_release: vrouter_qga::constants::OS_RELEASE_PATH.into(),
             commit_delay: "/run/vrouter-test/commit-delay".into(),
             confirm_minute: "/run/vrouter-test/confirm-minute".into(),
+            vyos_parser: "/usr/lib/vrouter-test/vyosconfig".into(),
         }
     }
 
@@ -228,13 +257,14 @@ impl RouterFiles {
         let vbash = format!(
             "#!/bin/bash\nexport VROUTER_STUB_LOG='{log}'\nexport VROUTER_RUNNING='{running}'\n\
              export VROUTER_CONFIG_BOOT='{boot}'\nexport VROUTER_COMMIT_DELAY_FILE='{delay}'\n\
-             export VROUTER_CONFIRM_MINUTE_FILE='{minute}'\n\
+             export VROUTER_CONFIRM_MINUTE_FILE='{minute}'\nexport VROUTER_VYOS_PARSER='{parser}'\n\
              export BASH_ENV='{stubs}'\nexec /bin/bash \"$@\"\n",
             log = self.stub_log,
             running = self.running,
             boot = self.config_boot,
             delay = self.commit_delay,
             minute = self.confirm_minute,
+            parser = self.vyos_parser,
             stubs = self.stubs
         );
         vec![

@@ -31,6 +31,7 @@ pub mod stunnel;
 pub mod tls;
 pub mod toxiproxy;
 pub mod vm;
+pub mod vyos_parser;
 
 pub use vrouter_qga::testing::{AgentOptions, AgentProcess, HOW_TO_GET_QEMU_GA};
 

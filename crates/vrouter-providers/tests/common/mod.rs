@@ -24,16 +24,22 @@ pub const CONFIG: &str = "interfaces {\n    ethernet eth0 {\n        address 10.
 
 /// A config larger than what one guest-agent write carries on either
 /// carrier (48 KiB per `guest-file-write` through virsh, 46 KiB of content
-/// per Proxmox `agent/file-write`): it arrives in several.
+/// per Proxmox `agent/file-write`): it arrives in several. Every leaf is on a
+/// line of its own, as VyOS's parser requires, and no node has more than a
+/// few hundred children: the parser's time grows with the square of a
+/// node's children (4,000 siblings take it minutes).
 pub fn large_config() -> String {
-    let mut config = String::from("firewall {\n");
-    for i in 0..4000 {
+    let mut config = String::from("firewall {\n    group {\n");
+    for group in 0..600 {
+        config.push_str(&format!("        address-group g{group} {{\n"));
+        for host in 0..10 {
+            config.push_str(&format!("            address 192.0.{}.{host}\n", group % 250));
+        }
         config.push_str(&format!(
-            "    group address-group g{i} {{ address 192.0.2.{} }} # ünïcode\n",
-            i % 250
+            "            description \"ünïcode group {group}\"\n        }}\n"
         ));
     }
-    config.push_str("}\n");
+    config.push_str("    }\n}\n");
     assert!(config.len() > 4 * 48 * 1024);
     config
 }

@@ -33,6 +33,11 @@ pub fn router_overlay(os_id: &str) -> Archive {
     // only libc, which the base has for bash.
     let flock = std::fs::read(HOST_FLOCK).unwrap_or_else(|e| panic!("{HOST_FLOCK} (Debian's util-linux): {e}"));
     overlay.file("/usr/bin/flock", 0o755, &flock);
+    // VyOS's parser for the stub `load`: the host's build, which needs only
+    // libc and libm (the base has both, for qemu-ga).
+    let parser = crate::vyos_parser::binary();
+    let parser = std::fs::read(&parser).unwrap_or_else(|e| panic!("{}: {e}", parser.display()));
+    overlay.file(&files.vyos_parser, 0o755, &parser);
     overlay.file(DEFAULT_CONFIG_PATH, 0o644, DEFAULT_CONFIG_BOOT.as_bytes());
     overlay.file(&files.config_boot, 0o644, DEFAULT_CONFIG_BOOT.as_bytes());
     overlay.file(
