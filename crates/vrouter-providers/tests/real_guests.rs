@@ -412,8 +412,8 @@ async fn a_killed_wrappers_script_keeps_the_routers_lock<T: Transport>(rig: &Rig
 
 /// The guest's `load` reads with VyOS's own parser: a config VyOS refuses
 /// reaches the apply's output with VyOS's message (`ConfigTree`'s prefix,
-/// libvyosconfig's text), and neither the running nor the saved config
-/// changes.
+/// libvyosconfig's text), fails the apply, and neither the running nor the
+/// saved config changes.
 async fn a_config_vyos_refuses_is_not_loaded<T: Transport>(rig: &Rig<T>) {
     rig.view.reset().await.unwrap();
     let config = "system {\n    host-name \"r2\n}\n";
@@ -430,6 +430,7 @@ async fn a_config_vyos_refuses_is_not_loaded<T: Transport>(rig: &Rig<T>) {
         ),
         "{outcome:?}"
     );
+    assert!(!outcome.succeeded(), "a config VyOS refused counted as applied: {outcome:?}");
     assert_eq!(rig.view.loaded_configs().await.unwrap(), [config]);
     assert_eq!(rig.view.running_config().await.unwrap(), DEFAULT_CONFIG_BOOT.as_bytes());
     assert_eq!(rig.view.config_boot().await.unwrap(), DEFAULT_CONFIG_BOOT.as_bytes());

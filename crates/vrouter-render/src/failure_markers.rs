@@ -3,9 +3,15 @@
 //! A `set` that fails validation prints an error, yet `commit` still exits 0 when
 //! `load` left a committable change, so the exit code alone can report success.
 //! These markers, printed by the router's config validator, catch that case.
+//!
+//! A `load` that VyOS's parser refuses leaves the running config in the
+//! session, so the `commit` after it succeeds too: the parser's refusal
+//! (`ConfigTree` in vyos-1x `python/vyos/configtree.py` raises
+//! `Failed to parse config: …`) is a marker as well, or a config the router
+//! never loaded would be reported as applied.
 
 /// The markers, in the case the router prints them. Matching ignores ASCII case.
-pub const FAILURE_MARKERS: [&str; 3] = ["Set failed", "Commit failed", "Delete failed"];
+pub const FAILURE_MARKERS: [&str; 4] = ["Set failed", "Commit failed", "Delete failed", "Failed to parse config"];
 
 /// The first marker found in the apply's stdout or stderr, in [`FAILURE_MARKERS`]
 /// order. Each stream is searched on its own, so text split across the two cannot
@@ -54,6 +60,7 @@ mod tests {
             "Set  failed",
             "Setfailed",
             "failed",
+            "Failed to parse",
         ] {
             assert_eq!(find_failure_marker(output, output), None, "{output:?}");
         }
