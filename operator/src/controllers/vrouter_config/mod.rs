@@ -3,6 +3,7 @@
 //! the I/O around it; `one_apply_per_router` keeps two configs from applying
 //! to one router at once.
 
+mod commit_comment;
 mod confirm;
 pub mod decide;
 mod reconcile;
