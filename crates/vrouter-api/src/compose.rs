@@ -29,6 +29,12 @@ pub enum ComposeError {
     /// One target's params layers could not be merged.
     #[error("params for target {target:?}: {source}")]
     Params { target: String, source: MergeError },
+    /// A `secretKeyRef` param of one target is malformed.
+    #[error("params for target {target:?}: {source}")]
+    SecretParam {
+        target: String,
+        source: vrouter_render::secret_params::SecretParamError,
+    },
     /// The templates failed to render for one target's params.
     #[error("rendering for target {target:?}: {source}")]
     Render { target: String, source: Box<TemplateError> },
@@ -99,9 +105,17 @@ pub fn render_configs(
         let target_name = target.metadata.name.clone().unwrap_or_default();
         let mut all = layers.clone();
         all.push(layer(&target.spec.params));
-        let merged = merge_layers(&all).map_err(|source| ComposeError::Params {
+        let mut merged = merge_layers(&all).map_err(|source| ComposeError::Params {
             target: target_name.clone(),
             source,
+        })?;
+        // Secret values stay in their Secrets: the config holds placeholders,
+        // which the config controller resolves just before delivery.
+        vrouter_render::secret_params::replace_secret_refs(&mut merged).map_err(|source| {
+            ComposeError::SecretParam {
+                target: target_name.clone(),
+                source,
+            }
         })?;
         let rendered = prepared.render(&merged).map_err(|source| ComposeError::Render {
             target: target_name.clone(),

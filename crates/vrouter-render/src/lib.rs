@@ -8,6 +8,7 @@ pub mod escape;
 mod failure_markers;
 pub mod go_template;
 mod merge;
+pub mod secret_params;
 pub mod secrets;
 pub mod template;
 #[cfg(feature = "test-support")]

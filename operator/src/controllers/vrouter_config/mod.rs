@@ -8,6 +8,7 @@ mod confirm;
 pub mod decide;
 mod reconcile;
 pub mod recover;
+mod secret_params;
 pub mod status_sweep;
 
 use std::ops::Deref;

@@ -560,8 +560,11 @@ impl<'a> Apply<'a> {
             },
         };
         let comment = super::commit_comment::for_apply(self.config, apply.as_str());
+        let (config, commands) =
+            super::secret_params::resolve(&self.ctx.client, &self.router.namespace, &spec.config, &spec.commands)
+                .await?;
         provider
-            .exec_commented_script(apply, &spec.config, &spec.commands, commit, &comment)
+            .exec_commented_script(apply, &config, &commands, commit, &comment)
             .await
     }
 
