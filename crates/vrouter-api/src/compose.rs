@@ -181,6 +181,34 @@ mod tests {
         );
     }
 
+    /// What `render` and `diff` print is this render: a secret param shows
+    /// as its placeholder, at every layer, and a malformed ref names its path.
+    #[test]
+    fn a_secret_param_renders_as_its_placeholder_and_a_bad_ref_is_refused() {
+        let template: VRouterTemplate =
+            serde_yaml::from_str("metadata: {name: t}\nspec: {commands: \"set a {{ pw }}\\nset b {{ host }}\\n\"}")
+                .unwrap();
+        let target: VRouterTarget = serde_yaml::from_str(
+            "metadata: {name: a}\nspec: {provider: {type: kubevirt, kubevirt: {name: vm}}, params: {host: {secretKeyRef: {name: s, key: h}}}}",
+        )
+        .unwrap();
+        let b = binding(
+            "metadata: {name: bgp}\nspec: {templateRefs: [{name: t}], targetRefs: [{name: a}], params: {pw: {secretKeyRef: {name: db, key: password}}}}",
+        );
+        let configs = render_configs(&b, std::slice::from_ref(&template), &[], std::slice::from_ref(&target)).unwrap();
+        assert_eq!(
+            configs[0].spec.commands,
+            "set a @vrouter-secret:db/password@\nset b @vrouter-secret:s/h@\n"
+        );
+        let bad = binding(
+            "metadata: {name: bgp}\nspec: {templateRefs: [{name: t}], targetRefs: [{name: a}], params: {pw: {secretKeyRef: {name: db}}}}",
+        );
+        let err = render_configs(&bad, &[template], &[], &[target])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("param pw: secretKeyRef must be"), "{err}");
+    }
+
     #[test]
     fn save_false_is_propagated() {
         let b = binding("metadata: {name: bgp}\nspec: {targetRefs: [{name: a}], save: false}");
