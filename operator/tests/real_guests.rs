@@ -278,6 +278,14 @@ async fn binding_applies<T: Transport>(rig: &Rig<T>, host_name: &str, asn: u64) 
         rig.view.loaded_configs().await.unwrap(),
         std::slice::from_ref(&config.spec.config)
     );
+    // The commit carries who changed the router, and the router's commit
+    // log (what `show system commit` prints) keeps it.
+    let comment = format!(
+        "vrouter-operator binding={ns}/site config={ns}/{name} generation={generation} apply={apply}",
+        ns = rig.ns.name(),
+        generation = config.metadata.generation.unwrap(),
+        apply = config.status.as_ref().unwrap().apply_id,
+    );
     assert_eq!(
         rig.view.calls().await.unwrap(),
         [
@@ -286,9 +294,15 @@ async fn binding_applies<T: Transport>(rig: &Rig<T>, host_name: &str, asn: u64) 
             "load /dev/stdin".into(),
             format!("set protocols bgp system-as {asn}"),
             "set system ntp server 192.0.2.123".into(),
-            "commit".into(),
+            format!("commit comment {comment}"),
             "save".into(),
         ]
+    );
+    let log = rig.view.commit_log().await.unwrap();
+    assert_eq!(
+        log.iter().map(|e| e.comment.as_str()).collect::<Vec<_>>(),
+        [comment.as_str()],
+        "{log:?}"
     );
     config
 }
@@ -560,7 +574,7 @@ async fn assert_router_ran_once_each<T: Transport>(view: &RouterView<T>, apply_i
         .await
         .unwrap()
         .into_iter()
-        .filter(|c| c == "commit")
+        .filter(|c| vrouter_test_peers::guest::is_commit_call(c))
         .count();
     assert_eq!(commits, apply_ids.len(), "one commit per run");
 }
@@ -1246,6 +1260,10 @@ async fn proxmox_confirmed_apply_is_confirmed_when_its_check_passes_and_rolled_b
     ];
     expected.extend(confirmed);
     let calls = rig.view.calls().await.unwrap();
+    let calls: Vec<String> = calls
+        .iter()
+        .map(|c| vrouter_test_peers::guest::without_commit_comment(c))
+        .collect();
     assert_eq!(calls, expected);
     assert_eq!(rig.view.running_config().await.unwrap(), confirmed_running);
     assert_eq!(rig.view.config_boot().await.unwrap(), confirmed_running);
@@ -1293,7 +1311,11 @@ async fn proxmox_confirmed_apply_is_confirmed_when_its_check_passes_and_rolled_b
     // The guest's own timer put generation 1 back; nothing was confirmed or saved.
     assert_eq!(rig.view.running_config().await.unwrap(), confirmed_running);
     assert_eq!(rig.view.config_boot().await.unwrap(), confirmed_running);
-    let calls = rig.view.calls().await.unwrap();
+    let raw_calls = rig.view.calls().await.unwrap();
+    let calls: Vec<String> = raw_calls
+        .iter()
+        .map(|c| vrouter_test_peers::guest::without_commit_comment(c))
+        .collect();
     let second = &calls[expected.len()..];
     assert_eq!(
         second,
@@ -1306,6 +1328,17 @@ async fn proxmox_confirmed_apply_is_confirmed_when_its_check_passes_and_rolled_b
             "commit",
             "revert_soft",
         ]
+    );
+    // Only the confirmed commit reached the router's commit log: the
+    // reverted one waited for a `confirm` that never came.
+    let log = rig.view.commit_log().await.unwrap();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert!(
+        log[0].comment.starts_with(&format!(
+            "vrouter-operator binding={ns}/edge config={ns}/edge.r1 generation=1 apply=g1-",
+            ns = rig.ns.name()
+        )),
+        "{log:?}"
     );
     // The rollout halts at r1: r2's config is never written.
     let binding = wait_for("the rollout to halt", Duration::from_secs(60), || async {
@@ -1321,5 +1354,9 @@ async fn proxmox_confirmed_apply_is_confirmed_when_its_check_passes_and_rolled_b
     tokio::time::sleep(Duration::from_secs(5)).await;
     let later = configs.get("edge.r1").await.unwrap().status.unwrap();
     assert_eq!(condition(&later.conditions, "Applied").unwrap().1, "RolledBack");
-    assert_eq!(rig.view.calls().await.unwrap(), calls, "nothing ran in the guest since");
+    assert_eq!(
+        rig.view.calls().await.unwrap(),
+        raw_calls,
+        "nothing ran in the guest since"
+    );
 }

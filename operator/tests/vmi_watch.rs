@@ -265,7 +265,7 @@ impl KubeVirtSite {
             .sandbox
             .calls()
             .iter()
-            .filter(|c| *c == "commit")
+            .filter(|c| vrouter_test_peers::guest::is_commit_call(c))
             .count()
     }
 

@@ -29,6 +29,12 @@ pub enum ComposeError {
     /// One target's params layers could not be merged.
     #[error("params for target {target:?}: {source}")]
     Params { target: String, source: MergeError },
+    /// A `secretKeyRef` param of one target is malformed.
+    #[error("params for target {target:?}: {source}")]
+    SecretParam {
+        target: String,
+        source: vrouter_render::secret_params::SecretParamError,
+    },
     /// The templates failed to render for one target's params.
     #[error("rendering for target {target:?}: {source}")]
     Render { target: String, source: Box<TemplateError> },
@@ -99,9 +105,17 @@ pub fn render_configs(
         let target_name = target.metadata.name.clone().unwrap_or_default();
         let mut all = layers.clone();
         all.push(layer(&target.spec.params));
-        let merged = merge_layers(&all).map_err(|source| ComposeError::Params {
+        let mut merged = merge_layers(&all).map_err(|source| ComposeError::Params {
             target: target_name.clone(),
             source,
+        })?;
+        // Secret values stay in their Secrets: the config holds placeholders,
+        // which the config controller resolves just before delivery.
+        vrouter_render::secret_params::replace_secret_refs(&mut merged).map_err(|source| {
+            ComposeError::SecretParam {
+                target: target_name.clone(),
+                source,
+            }
         })?;
         let rendered = prepared.render(&merged).map_err(|source| ComposeError::Render {
             target: target_name.clone(),
@@ -165,6 +179,34 @@ mod tests {
                 .confirm,
             None
         );
+    }
+
+    /// What `render` and `diff` print is this render: a secret param shows
+    /// as its placeholder, at every layer, and a malformed ref names its path.
+    #[test]
+    fn a_secret_param_renders_as_its_placeholder_and_a_bad_ref_is_refused() {
+        let template: VRouterTemplate =
+            serde_yaml::from_str("metadata: {name: t}\nspec: {commands: \"set a {{ pw }}\\nset b {{ host }}\\n\"}")
+                .unwrap();
+        let target: VRouterTarget = serde_yaml::from_str(
+            "metadata: {name: a}\nspec: {provider: {type: kubevirt, kubevirt: {name: vm}}, params: {host: {secretKeyRef: {name: s, key: h}}}}",
+        )
+        .unwrap();
+        let b = binding(
+            "metadata: {name: bgp}\nspec: {templateRefs: [{name: t}], targetRefs: [{name: a}], params: {pw: {secretKeyRef: {name: db, key: password}}}}",
+        );
+        let configs = render_configs(&b, std::slice::from_ref(&template), &[], std::slice::from_ref(&target)).unwrap();
+        assert_eq!(
+            configs[0].spec.commands,
+            "set a @vrouter-secret:db/password@\nset b @vrouter-secret:s/h@\n"
+        );
+        let bad = binding(
+            "metadata: {name: bgp}\nspec: {templateRefs: [{name: t}], targetRefs: [{name: a}], params: {pw: {secretKeyRef: {name: db}}}}",
+        );
+        let err = render_configs(&bad, &[template], &[], &[target])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("param pw: secretKeyRef must be"), "{err}");
     }
 
     #[test]

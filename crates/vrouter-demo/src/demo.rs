@@ -468,7 +468,14 @@ async fn repair_drift(client: &kube::Client, plan: &Plan, sim: &Simulated, limit
     let guest = &sim.guests[&target.name];
     let statuses: Api<VRouterStatus> = Api::namespaced(client.clone(), &config_key.namespace);
     let baseline = wait_for_baseline(&statuses, config_key, target, limit).await?;
-    let commits = || guest.sandbox.calls().iter().filter(|c| *c == "commit").count();
+    let commits = || {
+        guest
+            .sandbox
+            .calls()
+            .iter()
+            .filter(|c| vrouter_test_peers::guest::is_commit_call(c))
+            .count()
+    };
     let before = commits();
     let config_boot = guest.config_boot();
     std::fs::write(&config_boot, HAND_EDITED).with_context(|| format!("editing {}", config_boot.display()))?;

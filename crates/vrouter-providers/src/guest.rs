@@ -185,6 +185,18 @@ impl<P: AgentProvider> Provider for P {
         start_apply(self, self.paths(), self.timing(), apply, &script).await
     }
 
+    async fn exec_commented_script(
+        &self,
+        apply: &ApplyId,
+        config: &str,
+        commands: &str,
+        commit: vrouter_render::Commit,
+        comment: &vrouter_render::CommitComment,
+    ) -> Result<ExecHandle, ProviderError> {
+        let script = crate::outcome::render_commented_script(config, commands, commit, comment)?;
+        start_apply(self, self.paths(), self.timing(), apply, &script).await
+    }
+
     async fn run_check(&self, argv: &[String], timeout: Duration) -> Result<ExecOutcome, ProviderError> {
         let timing = GuestTiming {
             command_timeout: timeout,

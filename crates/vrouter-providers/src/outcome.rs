@@ -12,6 +12,16 @@ pub(crate) fn render_confirmed_script(config: &str, commands: &str, minutes: u32
         .map_err(|e| ProviderError::Render(e.to_string()))
 }
 
+pub(crate) fn render_commented_script(
+    config: &str,
+    commands: &str,
+    commit: vrouter_render::Commit,
+    comment: &vrouter_render::CommitComment,
+) -> Result<String, ProviderError> {
+    vrouter_render::render_commented_script(config, commands, commit, Some(comment))
+        .map_err(|e| ProviderError::Render(e.to_string()))
+}
+
 pub(crate) fn failure_marker(stdout: &str, stderr: &str) -> Option<String> {
     vrouter_render::find_failure_marker(stdout, stderr)
         .map(|marker| format!("the apply output contains the failure marker {marker:?}"))

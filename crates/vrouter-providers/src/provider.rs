@@ -9,6 +9,7 @@ use vrouter_api::ProviderType;
 
 use crate::error::ProviderError;
 use vrouter_qga::{ApplyId, GuestFlavor};
+use vrouter_render::{Commit, CommitComment};
 
 /// Identifies one dispatched apply, to be polled with
 /// [`Provider::get_exec_status`]. It is what `VRouterConfig.status.execPID`
@@ -208,6 +209,29 @@ pub trait Provider: Send + Sync + fmt::Debug {
             provider: self.kind().as_str(),
             what: "confirmed applies (spec.confirm)".into(),
         })
+    }
+
+    /// Starts an apply that ends as `commit` says ([`Provider::exec_script`]
+    /// for a plain commit, [`Provider::exec_confirmed_script`] for
+    /// `commit-confirm`), its commit carrying `comment` (VyOS `commit
+    /// comment`) so the router's commit log names who changed it.
+    ///
+    /// The default drops the comment: a provider whose router builds its own
+    /// script from the config and commands (vrouter-daemon's agent ends it
+    /// with a bare `commit`) has no way to pass one.
+    async fn exec_commented_script(
+        &self,
+        apply: &ApplyId,
+        config: &str,
+        commands: &str,
+        commit: Commit,
+        comment: &CommitComment,
+    ) -> Result<ExecHandle, ProviderError> {
+        let _ = comment;
+        match commit {
+            Commit::Plain { save } => self.exec_script(apply, config, commands, save).await,
+            Commit::Confirmed { minutes } => self.exec_confirmed_script(apply, config, commands, minutes).await,
+        }
     }
 
     /// Runs a confirmed apply's check (`argv[0]` is the program) in the guest

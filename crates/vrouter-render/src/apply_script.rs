@@ -5,6 +5,8 @@
 //! is random (from the OS CSPRNG), checked against the config, and never a fixed
 //! fallback.
 
+use crate::commit_comment::CommitComment;
+
 /// Every heredoc delimiter starts with this; the rest is random hex.
 pub const DELIMITER_PREFIX: &str = "VROUTER_CONFIG_EOF_";
 
@@ -176,6 +178,39 @@ pub fn render_script_with(
     commit: Commit,
     entropy: &mut (impl Entropy + ?Sized),
 ) -> Result<String, ScriptError> {
+    render_commented_script_with(config, commands, commit, None, entropy)
+}
+
+/// The apply script, ending as `commit` says, its commit carrying `comment`
+/// (`commit comment '…'`, `commit-confirm N comment '…'`) so the router's
+/// commit log names who changed it.
+///
+/// ```
+/// use vrouter_render::{Commit, CommitComment, CommitOrigin, render_commented_script};
+/// let comment = CommitComment::describe(&CommitOrigin {
+///     namespace: "net", config: "edge", binding: None, generation: 2, apply: "g2-00",
+/// });
+/// let script = render_commented_script("", "set system host-name r1\n", Commit::Plain { save: true }, Some(&comment))?;
+/// assert!(script.ends_with("\ncommit comment 'vrouter-operator config=net/edge generation=2 apply=g2-00'\nsave\n"));
+/// # Ok::<(), vrouter_render::ScriptError>(())
+/// ```
+pub fn render_commented_script(
+    config: &str,
+    commands: &str,
+    commit: Commit,
+    comment: Option<&CommitComment>,
+) -> Result<String, ScriptError> {
+    render_commented_script_with(config, commands, commit, comment, &mut OsEntropy)
+}
+
+/// [`render_commented_script`] with the delimiter's randomness supplied by the caller.
+pub fn render_commented_script_with(
+    config: &str,
+    commands: &str,
+    commit: Commit,
+    comment: Option<&CommitComment>,
+    entropy: &mut (impl Entropy + ?Sized),
+) -> Result<String, ScriptError> {
     check_script_text(config, commands)?;
     let mut script = String::with_capacity(config.len() + commands.len() + 512);
     script.push_str(PREAMBLE);
@@ -201,9 +236,21 @@ pub fn render_script_with(
             script.push('\n');
         }
     }
+    push_commit(&mut script, commit, comment);
+    Ok(script)
+}
+
+/// The script's ending: the commit (with its comment), then `save` where
+/// the commit is plain and `save` is asked for.
+fn push_commit(script: &mut String, commit: Commit, comment: Option<&CommitComment>) {
+    // `commit` takes no argument or exactly `comment <text>`; `commit-confirm`
+    // hands everything after its minutes to `commit` (vyatta-cfg
+    // `functions/interpreter/vyatta-cfg-run`, `vyatta_config_commit` and
+    // `vyatta_config_commit-confirm`).
+    let comment = comment.map(|c| format!(" comment {c}")).unwrap_or_default();
     match commit {
         Commit::Plain { save } => {
-            script.push_str("\ncommit\n");
+            script.push_str(&format!("\ncommit{comment}\n"));
             if save {
                 script.push_str("save\n");
             }
@@ -214,11 +261,10 @@ pub fn render_script_with(
             // lines 136-139), where `commit` succeeds; a re-apply of the
             // config the router already runs must not fail for that.
             script.push_str(&format!(
-                "\nif {SESSION_CHANGED}; then\n    commit-confirm {minutes} <<<'{COMMIT_CONFIRM_ANSWER}'\nelse\n    commit\nfi\n"
+                "\nif {SESSION_CHANGED}; then\n    commit-confirm {minutes}{comment} <<<'{COMMIT_CONFIRM_ANSWER}'\nelse\n    commit{comment}\nfi\n"
             ));
         }
     }
-    Ok(script)
 }
 
 /// Whether `config` and `commands` can travel inside a vbash script at all, as
@@ -312,6 +358,31 @@ mod tests {
         let ending = "if /bin/cli-shell-api sessionChanged; then\n    commit-confirm 7 <<<'y'\nelse\n    commit\nfi\n";
         assert_eq!(confirmed.strip_suffix(ending), plain.strip_suffix("commit\n"));
         assert!(!confirmed.contains("\nsave"), "{confirmed}");
+    }
+
+    #[test]
+    fn a_comment_goes_on_every_commit_and_changes_nothing_else() {
+        let comment = CommitComment::describe(&crate::CommitOrigin {
+            namespace: "ns",
+            config: "b.r1",
+            binding: Some("b"),
+            generation: 9,
+            apply: "g9-aa",
+        });
+        let word = "'vrouter-operator binding=ns/b config=ns/b.r1 generation=9 apply=g9-aa'";
+        let plain = |c| render_commented_script_with("a\n", "set x\n", Commit::Plain { save: true }, c, &mut fixed(4));
+        let with = plain(Some(&comment)).unwrap();
+        let without = plain(None).unwrap();
+        assert_eq!(
+            with.strip_suffix(&format!("commit comment {word}\nsave\n")),
+            without.strip_suffix("commit\nsave\n")
+        );
+        let confirmed = |c| render_commented_script_with("a\n", "", Commit::Confirmed { minutes: 3 }, c, &mut fixed(4));
+        let with = confirmed(Some(&comment)).unwrap();
+        assert!(with.ends_with(&format!(
+            "then\n    commit-confirm 3 comment {word} <<<'y'\nelse\n    commit comment {word}\nfi\n"
+        )));
+        assert_eq!(with.replace(&format!(" comment {word}"), ""), confirmed(None).unwrap());
     }
 
     #[test]

@@ -1,12 +1,14 @@
 #![doc = include_str!("../README.md")]
 
 mod apply_script;
+mod commit_comment;
 mod compose;
 mod config_boot;
 pub mod escape;
 mod failure_markers;
 pub mod go_template;
 mod merge;
+pub mod secret_params;
 pub mod secrets;
 pub mod template;
 #[cfg(feature = "test-support")]
@@ -16,8 +18,9 @@ mod vyos_reading;
 
 pub use apply_script::{
     COMMIT_CONFIRM_ANSWER, Commit, SESSION_CHANGED, ScriptError, check_script_text, render_apply_script,
-    render_apply_script_as, render_confirm_script,
+    render_apply_script_as, render_commented_script, render_confirm_script,
 };
+pub use commit_comment::{CommitComment, CommitOrigin, MAX_COMMENT_CHARS};
 pub use compose::{RenderedConfig, render_templates};
 pub use config_boot::normalize_config_boot;
 pub use failure_markers::find_failure_marker;
@@ -35,6 +38,6 @@ pub use vyos_reading::vyos_set_commands;
 pub mod delimiter {
     pub use crate::apply_script::{
         DELIMITER_ATTEMPTS, DELIMITER_PREFIX, Entropy, OsEntropy, heredoc_delimiter, render_apply_script_with,
-        render_script_with,
+        render_commented_script_with, render_script_with,
     };
 }

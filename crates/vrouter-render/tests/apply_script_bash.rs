@@ -254,3 +254,59 @@ fn records_written_at_once_by_both_sides_of_pipelines_stay_whole() {
         .count();
     assert_eq!(traced_sets, 2 * PIPELINES);
 }
+
+/// Object names reach the script only through the commit comment; whatever
+/// they hold, bash hands `commit` exactly `comment <text>` and runs nothing
+/// else (the trace shows every command the script ran).
+#[test]
+fn a_commit_comment_built_from_hostile_names_reaches_commit_as_one_argument() {
+    use vrouter_render::{Commit, CommitComment, CommitOrigin, render_commented_script};
+    let hostile = [
+        "x'; touch /tmp/vrouter-pwned; '",
+        "$(touch /tmp/vrouter-pwned)",
+        "`id`",
+        "a|b%%c",
+        "line\nbreak",
+        "; reboot; #",
+    ];
+    let mut harness = BashHarness::start().unwrap();
+    for name in hostile {
+        let comment = CommitComment::describe(&CommitOrigin {
+            namespace: name,
+            config: name,
+            binding: Some(name),
+            generation: 3,
+            apply: name,
+        });
+        for commit in [Commit::Plain { save: true }, Commit::Confirmed { minutes: 2 }] {
+            let script = render_commented_script("", "set x\n", commit, Some(&comment)).unwrap();
+            let run = harness.run(&script).unwrap();
+            let commits: Vec<_> = run
+                .calls()
+                .into_iter()
+                .filter(|(name, _)| name.starts_with("commit"))
+                .collect();
+            // A confirmed script's `commit-confirm` runs only where
+            // `cli-shell-api` says the session changed; here it is absent, so
+            // its `else` branch commits, with the same comment.
+            let expected_args = vec!["comment", comment.text()];
+            assert_eq!(commits, vec![("commit", expected_args)], "{name:?}: {script}");
+            let ran: Vec<_> = run.traced_command_names().into_iter().map(|(_, c)| c).collect();
+            assert!(
+                ran.iter().all(|c| [
+                    "[",
+                    "id",
+                    "source",
+                    "configure",
+                    "load",
+                    "set",
+                    "commit",
+                    "save",
+                    "/bin/cli-shell-api"
+                ]
+                .contains(c)),
+                "{name:?} ran {ran:?}"
+            );
+        }
+    }
+}

@@ -61,7 +61,21 @@ use vrouter_render::testing::{StubEvent, parse_stub_log};
 /// - `confirm` stops the timer ("Reload timer stopped"), or says "No confirm
 ///   pending" with status 0 (config_mgmt.py `confirm`, lines 241-271);
 /// - `configure` remembers the running config as the session's start, the
-///   revision `commit-confirm` would revert to.
+///   revision `commit-confirm` would revert to;
+/// - `commit` keeps VyOS's commit log (`/config/archive/commits`, what `show
+///   system commit` prints): it takes no argument or exactly `comment
+///   <text>`, refusing anything else (vyatta-cfg `vyatta-cfg-run`,
+///   `vyatta_config_commit`, which exports the text as `COMMIT_COMMENT`,
+///   `commit` when none), and a commit that changed the config puts
+///   `|<unix time>|<user>|<via>|<comment>|` first in the log, newest first,
+///   with a `|` in the comment written `%%` (vyos-1x
+///   `python/vyos/config_mgmt.py`, `_new_log_entry` and `_add_log_entry`; the
+///   post-commit hook `commit_revision` writes it only after a real commit).
+///   Under `commit-confirm` (which passes what follows its minutes on to
+///   `commit`, as `vyatta_config_commit-confirm` does) the entry waits in a
+///   pending file (VyOS's `/tmp/commit-rev-entry`, `IN_COMMIT_CONFIRM`)
+///   until `confirm` adds it; a revert drops it. The stand-in keeps every
+///   entry (VyOS trims to `commit-revisions`).
 ///
 /// `load` hands what it read to VyOS's parser (`$VROUTER_VYOS_PARSER load`)
 /// first. VyOS's `load` (vyos-1x `src/helpers/vyos-load-config.py`) reads a
@@ -84,6 +98,25 @@ commit() {
         sleep "$(cat "$VROUTER_COMMIT_DELAY_FILE")"
     fi
     __vr_write CALL commit "$#" "$@"
+    local comment=commit
+    if [ "$#" -gt 0 ]; then
+        if [ "$#" -ne 2 ] || [ "$1" != comment ]; then
+            echo "Error: commit accepts either no arguments, or optional 'comment' with comment text as second argument."
+            return 1
+        fi
+        comment=$2
+    fi
+    if cmp -s "$VROUTER_RUNNING" "$VROUTER_RUNNING.session-start"; then return 0; fi
+    local user
+    user=$(command id -un 2>/dev/null) || user=unknown
+    local entry="|$(date +%s)|$user|cli|${comment//|/%%}|"
+    mkdir -p "$(dirname "$VROUTER_COMMIT_LOG")"
+    if [ -n "${IN_COMMIT_CONFIRM-}" ]; then
+        printf '%s\n' "$entry" >"$VROUTER_COMMIT_LOG.pending"
+        return 0
+    fi
+    { printf '%s\n' "$entry"; cat "$VROUTER_COMMIT_LOG" 2>/dev/null; } >"$VROUTER_COMMIT_LOG.new"
+    mv "$VROUTER_COMMIT_LOG.new" "$VROUTER_COMMIT_LOG"
 }
 load() {
     __vr_write CALL load "$#" "$@"
@@ -121,7 +154,7 @@ configure() {
 commit-confirm() {
     __vr_write CALL commit-confirm "$#" "$@"
     local minutes=10 answer=''
-    case "${1-}" in *[0-9]*) minutes=$1 ;; esac
+    case "${1-}" in *[0-9]*) minutes=$1; shift ;; esac
     if cmp -s "$VROUTER_RUNNING" "$VROUTER_RUNNING.session-start"; then
         echo "No configuration changes to commit"; return 1
     fi
@@ -138,10 +171,10 @@ commit-confirm() {
     /bin/sh -c "sleep $((minutes * ${minute:-60})); \
         if [ -s '$VROUTER_RUNNING.confirm-timer' ]; then \
             cp '$VROUTER_RUNNING.revision-0' '$VROUTER_RUNNING'; : >'$VROUTER_RUNNING.confirm-timer'; \
-            printf '%s\\0' CALL revert_soft 0 >>'$VROUTER_STUB_LOG'; \
+            printf '%s\\0' CALL revert_soft 0 >>'$VROUTER_STUB_LOG'; rm -f '$VROUTER_COMMIT_LOG.pending'; \
         fi" </dev/null >/dev/null 2>&1 &
     echo "$!" >"$VROUTER_RUNNING.confirm-timer"
-    commit
+    IN_COMMIT_CONFIRM=t commit "$@"
     echo "Initialized commit-confirm; $minutes minutes to confirm before reload"
 }
 confirm() {
@@ -149,6 +182,11 @@ confirm() {
     if [ ! -s "$VROUTER_RUNNING.confirm-timer" ]; then echo "No confirm pending"; return 0; fi
     kill "$(cat "$VROUTER_RUNNING.confirm-timer")" 2>/dev/null
     : >"$VROUTER_RUNNING.confirm-timer"
+    if [ -s "$VROUTER_COMMIT_LOG.pending" ]; then
+        { cat "$VROUTER_COMMIT_LOG.pending"; cat "$VROUTER_COMMIT_LOG" 2>/dev/null; } >"$VROUTER_COMMIT_LOG.new"
+        mv "$VROUTER_COMMIT_LOG.new" "$VROUTER_COMMIT_LOG"
+        rm -f "$VROUTER_COMMIT_LOG.pending"
+    fi
     echo "Reload timer stopped"
 }
 "#;
@@ -185,6 +223,8 @@ pub struct RouterFiles {
     pub confirm_minute: String,
     /// VyOS's parser, which `load` runs (see [`crate::vyos_parser`]).
     pub vyos_parser: String,
+    /// VyOS's commit log, as `commit` writes it ([`parse_commit_log`]).
+    pub commit_log: String,
 }
 
 impl RouterFiles {
@@ -209,6 +249,7 @@ impl RouterFiles {
                 .to_str()
                 .expect("a UTF-8 cache path")
                 .to_string(),
+            commit_log: at("archive/commits"),
         }
     }
 
@@ -230,6 +271,7 @@ impl RouterFiles {
             commit_delay: "/run/vrouter-test/commit-delay".into(),
             confirm_minute: "/run/vrouter-test/confirm-minute".into(),
             vyos_parser: "/usr/lib/vrouter-test/vyosconfig".into(),
+            commit_log: COMMIT_LOG_PATH.into(),
         }
     }
 
@@ -258,7 +300,9 @@ impl RouterFiles {
             "#!/bin/bash\nexport VROUTER_STUB_LOG='{log}'\nexport VROUTER_RUNNING='{running}'\n\
              export VROUTER_CONFIG_BOOT='{boot}'\nexport VROUTER_COMMIT_DELAY_FILE='{delay}'\n\
              export VROUTER_CONFIRM_MINUTE_FILE='{minute}'\nexport VROUTER_VYOS_PARSER='{parser}'\n\
+             export VROUTER_COMMIT_LOG='{commits}'\n\
              export BASH_ENV='{stubs}'\nexec /bin/bash \"$@\"\n",
+            commits = self.commit_log,
             log = self.stub_log,
             running = self.running,
             boot = self.config_boot,
@@ -273,6 +317,64 @@ impl RouterFiles {
             (self.systemctl.clone(), 0o755, systemctl),
             (self.vbash.clone(), 0o755, vbash),
         ]
+    }
+}
+
+/// Where VyOS keeps its commit log (vyos-1x `python/vyos/config_mgmt.py`:
+/// `archive_dir` under `directories['config']`, file `commits`).
+pub const COMMIT_LOG_PATH: &str = "/config/archive/commits";
+
+/// One entry of VyOS's commit log, as `show system commit` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitLogEntry {
+    /// Seconds since the epoch.
+    pub timestamp: u64,
+    pub user: String,
+    /// How the commit came (`cli` from a configure session).
+    pub via: String,
+    /// The `commit comment` text; `commit` when there was none.
+    pub comment: String,
+}
+
+/// Reads a commit log, newest entry first, each `|time|user|via|comment|`
+/// with `%%` read back as `|` (config_mgmt.py `_get_log_entry`).
+pub fn parse_commit_log(text: &str) -> Result<Vec<CommitLogEntry>, String> {
+    text.lines()
+        .filter(|line| !line.is_empty())
+        .map(|line| {
+            let inner = line
+                .strip_prefix('|')
+                .and_then(|l| l.strip_suffix('|'))
+                .ok_or_else(|| format!("commit log line {line:?} is not |…|"))?;
+            let fields: Vec<&str> = inner.split('|').collect();
+            let [timestamp, user, via, comment] = fields.as_slice() else {
+                return Err(format!("commit log line {line:?} has {} fields, not 4", fields.len()));
+            };
+            Ok(CommitLogEntry {
+                timestamp: timestamp
+                    .parse()
+                    .map_err(|e| format!("commit log time {timestamp:?}: {e}"))?,
+                user: (*user).to_owned(),
+                via: (*via).to_owned(),
+                comment: comment.replace("%%", "|"),
+            })
+        })
+        .collect()
+}
+
+/// Whether a config-mode call (as `calls()` lists them, `name arg…`) is a
+/// plain `commit`, with or without the comment the operator gives it.
+pub fn is_commit_call(call: &str) -> bool {
+    call == "commit" || call.starts_with("commit comment ")
+}
+
+/// A call as `calls()` lists it, without the commit comment the operator
+/// adds to `commit` and `commit-confirm` (`commit comment <text>` reads
+/// `commit`): for tests that compare the calls and check the comment apart.
+pub fn without_commit_comment(call: &str) -> String {
+    match call.split_once(" comment vrouter-operator ") {
+        Some((head, _)) if head == "commit" || head.starts_with("commit-confirm") => head.to_owned(),
+        _ => call.to_owned(),
     }
 }
 
@@ -435,6 +537,13 @@ impl GuestSandbox {
     /// The guest's running config, as the stubs keep it.
     pub fn running_config(&self) -> Vec<u8> {
         fs::read(self.dir.join(RUNNING)).unwrap_or_default()
+    }
+
+    /// The guest's commit log, newest first ([`parse_commit_log`]); empty
+    /// before the first commit.
+    pub fn commit_log(&self) -> Vec<CommitLogEntry> {
+        let text = fs::read_to_string(self.dir.join("archive/commits")).unwrap_or_default();
+        parse_commit_log(&text).unwrap_or_else(|e| panic!("the commit log does not parse: {e}"))
     }
 
     /// Puts a file into the guest (e.g. a `config.boot`); returns its path.

@@ -200,7 +200,7 @@ impl GuestRig {
             .await
             .unwrap()
             .into_iter()
-            .filter(|c| c == "commit")
+            .filter(|c| vrouter_test_peers::guest::is_commit_call(c))
             .count();
         assert_eq!(commits, apply_ids.len(), "one commit per run");
     }

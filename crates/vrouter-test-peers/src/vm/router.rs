@@ -106,7 +106,9 @@ impl<T: Transport> RouterView<T> {
         let f = &self.files;
         self.sh(&format!(
             ": >'{log}'; : >'{delay}'; : >'{minute}'; : >'{running}.confirm-timer'; : >'{cli}'; : >'{sys}'; \
-             echo exited >'{substate}'; cp '{default}' '{boot}'; cp '{default}' '{running}'; rm -rf '{state}'",
+             echo exited >'{substate}'; cp '{default}' '{boot}'; cp '{default}' '{running}'; rm -rf '{state}'; \
+             rm -f '{commits}' '{commits}.pending'",
+            commits = f.commit_log,
             state = vrouter_qga::constants::APPLY_STATE_DIR,
             minute = f.confirm_minute,
             log = f.stub_log,
@@ -166,6 +168,14 @@ impl<T: Transport> RouterView<T> {
                 _ => None,
             })
             .collect())
+    }
+
+    /// The router's commit log, newest first, as `show system commit` reads it.
+    pub async fn commit_log(&self) -> Result<Vec<crate::guest::CommitLogEntry>, QgaError> {
+        let text = self
+            .sh(&format!("cat '{}' 2>/dev/null || :", self.files.commit_log))
+            .await?;
+        crate::guest::parse_commit_log(&text).map_err(QgaError::InvalidArgument)
     }
 
     pub async fn config_boot(&self) -> Result<Vec<u8>, QgaError> {

@@ -3,10 +3,12 @@
 //! the I/O around it; `one_apply_per_router` keeps two configs from applying
 //! to one router at once.
 
+mod commit_comment;
 mod confirm;
 pub mod decide;
 mod reconcile;
 pub mod recover;
+mod secret_params;
 pub mod status_sweep;
 
 use std::ops::Deref;

@@ -544,7 +544,8 @@ impl<'a> Apply<'a> {
     }
 
     /// Starts the apply script as `apply`: a plain commit, or
-    /// `commit-confirm` when `confirm` is set.
+    /// `commit-confirm` when `confirm` is set, the commit carrying a
+    /// comment naming this config, its binding, generation and `apply`.
     async fn start_script(
         &self,
         provider: &dyn Provider,
@@ -552,20 +553,20 @@ impl<'a> Apply<'a> {
         confirm: Option<&vrouter_api::ConfirmSpec>,
     ) -> Result<ExecHandle, ProviderError> {
         let spec = &self.config.spec;
-        match confirm {
-            None => {
-                provider
-                    .exec_script(apply, &spec.config, &spec.commands, spec.save)
-                    .await
-            }
-            Some(confirm) => {
-                // Validated: a whole number of minutes in range.
-                let minutes = confirm.minutes().unwrap_or(1);
-                provider
-                    .exec_confirmed_script(apply, &spec.config, &spec.commands, minutes)
-                    .await
-            }
-        }
+        let commit = match confirm {
+            None => vrouter_render::Commit::Plain { save: spec.save },
+            // Validated: a whole number of minutes in range.
+            Some(confirm) => vrouter_render::Commit::Confirmed {
+                minutes: confirm.minutes().unwrap_or(1),
+            },
+        };
+        let comment = super::commit_comment::for_apply(self.config, apply.as_str());
+        let (config, commands) =
+            super::secret_params::resolve(&self.ctx.client, &self.router.namespace, &spec.config, &spec.commands)
+                .await?;
+        provider
+            .exec_commented_script(apply, &config, &commands, commit, &comment)
+            .await
     }
 
     /// The hash of the running config before a confirmed apply, or why the
