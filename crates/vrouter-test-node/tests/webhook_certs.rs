@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, LogParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use vrouter_api::{VRouterTarget, VRouterTemplate};
@@ -84,9 +84,23 @@ async fn helm_install(node: &TestNode, ns: &TestNamespace) {
         .expect("helm runs");
     if !out.status.success() {
         let pods = ns.api::<Pod>().list(&ListParams::default()).await.map(|l| l.items);
-        let statuses: Vec<_> = pods.iter().flatten().map(|p| (&p.metadata.name, &p.status)).collect();
+        let mut logs = String::new();
+        for pod in pods.iter().flatten() {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let previous = LogParams {
+                previous: true,
+                tail_lines: Some(40),
+                ..LogParams::default()
+            };
+            let log = ns
+                .api::<Pod>()
+                .logs(&name, &previous)
+                .await
+                .unwrap_or_else(|e| e.to_string());
+            logs.push_str(&format!("--- {name} (previous container):\n{log}\n"));
+        }
         panic!(
-            "helm install failed:\n{}{}\npods: {statuses:#?}\nlast kubelet log lines:\n{}",
+            "helm install failed:\n{}{}\noperator logs:\n{logs}\nlast kubelet log lines:\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
             node.log_tail("kubelet")

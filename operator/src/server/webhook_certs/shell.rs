@@ -127,7 +127,14 @@ impl Manager {
             next = material::carry_out(&plan, &stored, now, &self.settings.names, self.settings.lifetimes)?;
             next.honoured = honoured;
             if !self.write(secret, &next).await? {
-                return Ok(stored);
+                // Another replica wrote first (a first start races): serve
+                // what it wrote; the next check plans from there.
+                let written = self
+                    .secrets
+                    .get_opt(&self.settings.secret)
+                    .await
+                    .map_err(|e| self.api(e))?;
+                return Ok(read_stored(written.as_ref()));
             }
             tracing::info!(
                 new_ca = plan.new_ca,
