@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use kube::Client;
 use tokio::sync::watch;
+use vrouter_operator::cli::webhook_cert_args::CertSource;
 use vrouter_operator::cli::{self, Args, Command};
 use vrouter_operator::cli::{diff, render as offline_render};
 use vrouter_operator::controllers;
@@ -17,6 +18,7 @@ use vrouter_operator::server::health_and_metrics::{self, Readiness};
 use vrouter_operator::server::listen::Listen;
 use vrouter_operator::server::metrics_auth::MetricsAuth;
 use vrouter_operator::server::tls::ReloadingCert;
+use vrouter_operator::server::webhook_certs;
 use vrouter_operator::server::webhooks::review::Admission;
 use vrouter_operator::server::webhooks::server;
 use vrouter_providers::api_client::{self, ApiTimeouts};
@@ -159,9 +161,7 @@ async fn serve_webhooks(
     health: &Readiness,
     stopping: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let (cert_file, key_file) = args.webhook_cert_files();
-    let cert = ReloadingCert::new(cert_file, key_file).context("loading the webhook serving certificate")?;
-    tokio::spawn(cert.clone().watch(std::time::Duration::from_secs(10)));
+    let tls = webhook_tls(args, client).await?;
     let admission = Admission {
         client: client.clone(),
         metrics: metrics.clone(),
@@ -173,13 +173,29 @@ async fn serve_webhooks(
     // /readyz fails if this task ever ends: the API server would
     // otherwise keep calling a replica whose webhook is gone.
     let serving = health.listener("webhook");
-    let tls = cert.server_config();
     tokio::spawn(async move {
         let _serving = serving;
         server::serve_tls(listener, tls, server::router(admission), stopping).await
     });
     tracing::info!(addr = %args.webhook_addr, "serving admission webhooks");
     Ok(())
+}
+
+/// The webhook's TLS: the mounted files, reloaded as they rotate, or the
+/// certificate the operator makes and rotates in its Secret.
+async fn webhook_tls(args: &Args, client: &Client) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    if args.webhook_cert_source.webhook_certs == CertSource::Operator {
+        let pod_namespace =
+            args.lease_namespace(std::fs::read_to_string(cli::IN_CLUSTER_NAMESPACE_FILE).ok().as_deref());
+        let settings = args.webhook_cert_source.settings(&pod_namespace)?;
+        return webhook_certs::start(client.clone(), settings)
+            .await
+            .context("making or reading the operator-managed webhook certificate");
+    }
+    let (cert_file, key_file) = args.webhook_cert_files();
+    let cert = ReloadingCert::new(cert_file, key_file).context("loading the webhook serving certificate")?;
+    tokio::spawn(cert.clone().watch(std::time::Duration::from_secs(10)));
+    Ok(cert.server_config())
 }
 
 /// Starts competing for the leader lease as this pod.

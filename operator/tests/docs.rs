@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use vrouter_operator::server::webhook_certs::shell::{ROTATE_CA, ROTATE_SERVING};
 
 use kube::CustomResourceExt;
 use serde_json::Value;
@@ -662,6 +663,7 @@ impl Checker {
                         proven_by("operator/tests/migration_go_kustomize.rs", "run_guide_step(&env, 2")?;
                         HELM_OWNERSHIP
                     }
+                    "Secret" => &[ANNOTATION_PAUSED, ROTATE_CA, ROTATE_SERVING],
                     _ => &[ANNOTATION_PAUSED],
                 };
                 if !read.contains(&key) {

@@ -51,10 +51,11 @@ async fn the_default_install_is_accepted_and_grants_what_the_plain_manifests_gra
     assert_eq!(
         kinds(&objects),
         [
-            "Certificate",
             "ClusterRole",
             "ClusterRole",
             "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ClusterRoleBinding",
             "CustomResourceDefinition",
@@ -65,9 +66,10 @@ async fn the_default_install_is_accepted_and_grants_what_the_plain_manifests_gra
             "CustomResourceDefinition",
             "CustomResourceDefinition",
             "Deployment",
-            "Issuer",
             "PodDisruptionBudget",
             "Role",
+            "Role",
+            "RoleBinding",
             "RoleBinding",
             "Service",
             "Service",
@@ -93,15 +95,45 @@ async fn the_default_install_is_accepted_and_grants_what_the_plain_manifests_gra
     let pod = &one(&objects, "Deployment", "vrouter-operator")["spec"]["template"]["spec"];
     assert_eq!(binding["subjects"][0]["name"], pod["serviceAccountName"]);
     assert_eq!(binding["subjects"][0]["namespace"], ns.name());
-    // cert-manager's certificate lands in the Secret the pod mounts.
-    let certificate = one(&objects, "Certificate", "webhook");
-    let mounted: Vec<&Value> = pod["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| &v["secret"]["secretName"])
-        .collect();
-    assert!(mounted.contains(&&certificate["spec"]["secretName"]), "{mounted:?}");
+    // The operator makes the certificate (no cert-manager): it is told the
+    // Secret, configuration and names its roles name, mounts no Secret, and
+    // the configuration carries no caBundle for an upgrade to reset.
+    assert!(pod.get("volumes").is_none(), "{:?}", pod["volumes"]);
+    let env_of = |name: &str| {
+        pod["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+            .unwrap_or_else(|| panic!("no {name} in the operator's env"))
+    };
+    assert_eq!(env_of("WEBHOOK_CERTS"), "operator");
+    assert_eq!(env_of("WEBHOOK_CERT_NAMESPACE"), ns.name());
+    let configuration = one(&objects, "ValidatingWebhookConfiguration", "vrouter-operator");
+    assert_eq!(env_of("WEBHOOK_CONFIGURATIONS"), configuration["metadata"]["name"]);
+    for hook in configuration["webhooks"].as_array().unwrap() {
+        assert!(hook["clientConfig"].get("caBundle").is_none(), "{hook}");
+        let service = &hook["clientConfig"]["service"];
+        let name = format!("{}.{}.svc", service["name"].as_str().unwrap(), ns.name());
+        assert!(
+            env_of("WEBHOOK_CERT_NAMES")
+                .as_str()
+                .unwrap()
+                .split(',')
+                .any(|n| n == name)
+        );
+    }
+    let role = one(&objects, "Role", "webhook-certs");
+    assert_eq!(
+        role["rules"][1]["resourceNames"],
+        serde_json::json!([env_of("WEBHOOK_CERT_SECRET")])
+    );
+    let cluster_role = one(&objects, "ClusterRole", "webhook-certs");
+    assert_eq!(
+        cluster_role["rules"][0]["resourceNames"],
+        serde_json::json!([configuration["metadata"]["name"]])
+    );
 }
 
 #[tokio::test]
@@ -202,13 +234,13 @@ fn the_chart_crds_are_the_generated_ones_kept_and_gated() {
 }
 
 #[test]
-fn a_webhook_without_cert_manager_or_a_ca_is_refused_at_render_time() {
-    let err = template("vrouter-system", &["webhook.certManager.enabled=false"]).unwrap_err();
+fn a_manual_webhook_certificate_without_a_ca_is_refused_at_render_time() {
+    let err = template("vrouter-system", &["webhook.certificates=manual"]).unwrap_err();
     assert!(err.contains("webhook.caBundle is required"), "{err}");
     // Without webhooks there is nothing to trust.
     let objects = template(
         "vrouter-system",
-        &["webhook.enabled=false", "webhook.certManager.enabled=false"],
+        &["webhook.enabled=false", "webhook.certificates=manual"],
     )
     .unwrap();
     assert!(!kinds(&objects).contains(&"ValidatingWebhookConfiguration".to_owned()));
@@ -220,7 +252,8 @@ fn a_webhook_without_cert_manager_or_a_ca_is_refused_at_render_time() {
 #[test]
 fn cert_manager_signs_with_the_issuer_the_values_name() {
     let certificate_issuer = |sets: &[&str]| -> (Value, bool) {
-        let objects = template("vrouter-system", sets).unwrap();
+        let sets = [sets, &["webhook.certificates=certManager"]].concat();
+        let objects = template("vrouter-system", &sets).unwrap();
         let issuer = one(&objects, "Certificate", "webhook")["spec"]["issuerRef"].clone();
         let makes_issuer = objects.iter().any(|o| o["kind"] == "Issuer");
         (issuer, makes_issuer)
@@ -249,6 +282,7 @@ fn cert_manager_signs_with_the_issuer_the_values_name() {
     let err = template(
         "vrouter-system",
         &[
+            "webhook.certificates=certManager",
             "webhook.certManager.issuerRef.kind=Vault",
             "webhook.certManager.issuerRef.name=x",
         ],

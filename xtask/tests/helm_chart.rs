@@ -333,7 +333,10 @@ fn chart_yaml_is_v2_and_versioned_like_the_workspace() {
 
 #[test]
 fn every_env_var_the_chart_sets_is_a_flag_the_operator_reads() {
-    let cli = read(&root().join("operator/src/cli/args.rs"));
+    // The flags, including those flattened in from their own files.
+    let cli = ["args.rs", "webhook_cert_args.rs"]
+        .map(|file| read(&root().join("operator/src/cli").join(file)))
+        .concat();
     let flags: BTreeSet<&str> = cli
         .match_indices("env = \"")
         .filter_map(|(i, m)| cli[i + m.len()..].split('"').next())

@@ -99,6 +99,9 @@ pub struct Args {
     #[arg(long, env = "WEBHOOK_CERT_KEY", default_value = "tls.key")]
     pub webhook_cert_key: PathBuf,
 
+    #[command(flatten)]
+    pub webhook_cert_source: crate::cli::webhook_cert_args::WebhookCertArgs,
+
     /// Serve HTTP/2 on the metrics and webhook listeners. Accepted for the
     /// Go operator's args; both listeners speak HTTP/1.1 only (the Go
     /// operator's default, against HTTP/2's stream-reset attacks), so `true`

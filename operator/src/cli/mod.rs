@@ -7,5 +7,6 @@ pub mod diff;
 pub mod go_flags;
 pub mod manifest_files;
 pub mod render;
+pub mod webhook_cert_args;
 
 pub use args::*;

@@ -5,4 +5,5 @@ pub mod health_and_metrics;
 pub mod listen;
 pub mod metrics_auth;
 pub mod tls;
+pub mod webhook_certs;
 pub mod webhooks;

@@ -165,3 +165,18 @@ over spread.topologyKey when replicas > 1 and spread.enabled, else nothing.
       {{- include "vrouter-operator.selectorLabels" . | nindent 6 }}
 {{- end }}
 {{- end }}
+
+{{/*
+Where the webhook serving certificate comes from: certManager when
+webhook.certManager.enabled (the older switch), manual when a caBundle is
+given, otherwise webhook.certificates.
+*/}}
+{{- define "vrouter-operator.certSource" -}}
+{{- if .Values.webhook.certManager.enabled -}}
+certManager
+{{- else if .Values.webhook.caBundle -}}
+manual
+{{- else -}}
+{{- .Values.webhook.certificates -}}
+{{- end -}}
+{{- end }}
