@@ -38,8 +38,17 @@ pub struct VRouterBindingSpec {
     /// VRouterParams merged in order below this binding's own params.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub params_refs: Vec<NameRef>,
-    /// The routers this binding configures; one VRouterConfig each.
+    /// The routers this binding configures by name; one VRouterConfig each.
+    /// With `targetSelector`, the binding configures both sets (union); at
+    /// least one of the two must be set.
+    #[serde(default)]
     pub target_refs: Vec<NameRef>,
+    /// The routers this binding configures by label: every VRouterTarget of
+    /// the binding's namespace the selector matches, now and later. A target
+    /// that stops matching leaves the binding (its VRouterConfig is deleted,
+    /// as when its name is dropped from `targetRefs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_selector: Option<crate::selector::TargetSelector>,
     /// Persist the config after commit; copied to each generated VRouterConfig.
     #[serde(default = "default_true")]
     pub save: bool,
