@@ -151,6 +151,30 @@ impl VRouterBindingSpec {
         single.into_iter().chain(list)
     }
 
+    /// The targets the binding configures, given the names and labels of
+    /// the targets of its namespace: `targetRefs` in order, then the ones
+    /// `targetSelector` matches that are not named there, by name (an order
+    /// that does not depend on how the candidates were listed).
+    pub fn target_names<'a>(
+        &self,
+        candidates: impl IntoIterator<Item = (&'a str, &'a std::collections::BTreeMap<String, String>)>,
+    ) -> Vec<String> {
+        let mut names: Vec<String> = self.target_refs.iter().map(|r| r.name.clone()).collect();
+        let Some(selector) = &self.target_selector else {
+            return names;
+        };
+        let named: std::collections::HashSet<&str> = self.target_refs.iter().map(|r| r.name.as_str()).collect();
+        let mut selected: Vec<&str> = candidates
+            .into_iter()
+            .filter(|(name, labels)| !named.contains(name) && selector.matches(labels))
+            .map(|(name, _)| name)
+            .collect();
+        selected.sort_unstable();
+        selected.dedup();
+        names.extend(selected.into_iter().map(str::to_owned));
+        names
+    }
+
     /// The rollout mode in force: absent, `{}` and an unset mode all mean Disabled.
     pub fn effective_rollout_mode(&self) -> RolloutMode {
         self.rollout.as_ref().map_or(RolloutMode::Disabled, |r| r.mode)

@@ -148,3 +148,27 @@ fn a_long_value_is_refused() {
     };
     assert!(s.problems("s")[0].message.contains("at most 63"));
 }
+
+#[test]
+fn a_binding_configures_its_named_targets_then_the_selected_ones_by_name() {
+    let spec = |yaml: &str| -> crate::VRouterBindingSpec { serde_yaml::from_str(yaml).unwrap() };
+    let edge = labels(&[("role", "edge")]);
+    let core = labels(&[("role", "core")]);
+    let fleet = [("r3", &edge), ("r1", &edge), ("r2", &core), ("b", &edge)];
+    // (spec, targets configured)
+    let cases: &[(&str, &[&str])] = &[
+        ("targetRefs: [{name: b}, {name: a}]", &["b", "a"]),
+        ("targetSelector: {matchLabels: {role: edge}}", &["b", "r1", "r3"]),
+        // Union: a named target that also matches appears once, where named.
+        (
+            "{targetRefs: [{name: r3}, {name: x}], targetSelector: {matchLabels: {role: edge}}}",
+            &["r3", "x", "b", "r1"],
+        ),
+        ("targetSelector: {}", &["b", "r1", "r2", "r3"]),
+        ("targetSelector: {matchLabels: {role: none}}", &[]),
+    ];
+    for (yaml, want) in cases {
+        let got = spec(yaml).target_names(fleet.iter().map(|(n, l)| (*n, *l)));
+        assert_eq!(got, *want, "{yaml}");
+    }
+}
