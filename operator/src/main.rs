@@ -21,6 +21,7 @@ use vrouter_operator::server::tls::ReloadingCert;
 use vrouter_operator::server::webhook_certs;
 use vrouter_operator::server::webhooks::review::Admission;
 use vrouter_operator::server::webhooks::server;
+use vrouter_operator::server::webhooks::target_cache::TargetCache;
 use vrouter_providers::api_client::{self, ApiTimeouts};
 use vrouter_providers::lookup_cache::{self, CachedLookup};
 use vrouter_providers::{FactoryContext, KubeLookup};
@@ -166,6 +167,7 @@ async fn serve_webhooks(
         client: client.clone(),
         metrics: metrics.clone(),
         templates: Arc::new(TemplateEngine::new()),
+        targets: TargetCache::watch(client.clone(), args.watch_namespace.clone()),
     };
     let listener = bind(args.webhook_addr, "--webhook-addr")
         .await?

@@ -33,6 +33,7 @@ use vrouter_api::{VRouterTarget, VRouterTemplate};
 use vrouter_operator::runtime::metrics::Metrics;
 use vrouter_operator::server::webhooks::review::Admission;
 use vrouter_operator::server::webhooks::server::{self, VALIDATE_PATH};
+use vrouter_operator::server::webhooks::target_cache::TargetCache;
 use vrouter_test_apiserver::{Options, TestEnv, TestNamespace};
 
 use common::shipped_rbac::{ADMISSION_POLICY_API, chart, helm_template_with};
@@ -199,10 +200,12 @@ fn serve_webhooks(env: &TestEnv) -> u16 {
             let tls = vrouter_operator::server::tls::ReloadingCert::new(cert_path, key_path)
                 .unwrap()
                 .server_config();
+            let client = kube::Client::try_from(config).unwrap();
             let admission = Admission {
-                client: kube::Client::try_from(config).unwrap(),
+                client: client.clone(),
                 metrics: Metrics::new(),
                 templates: Arc::new(vrouter_render::TemplateEngine::new()),
+                targets: TargetCache::watch(client, None),
             };
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             port_tx.send(listener.local_addr().unwrap().port()).unwrap();

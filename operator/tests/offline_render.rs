@@ -416,3 +416,59 @@ fn unknown_fields_are_warned_about_by_path_and_strict_refuses_them() {
     let examples = offline_render::load(&[examples()]).unwrap();
     assert!(offline_render::unknown_fields(&examples).is_empty());
 }
+
+const SELECTED: &str = r#"
+apiVersion: vrouter.kojuro.date/v1
+kind: VRouterTemplate
+metadata: {name: t, namespace: net}
+spec: {commands: "set system host-name x\n"}
+---
+apiVersion: vrouter.kojuro.date/v1
+kind: VRouterTarget
+metadata: {name: edge-2, namespace: net, labels: {role: edge}}
+spec: {provider: {type: proxmox, proxmox: {vmid: 101, clusterRef: {name: pve}}}}
+---
+apiVersion: vrouter.kojuro.date/v1
+kind: VRouterTarget
+metadata: {name: edge-1, namespace: net, labels: {role: edge}}
+spec: {provider: {type: proxmox, proxmox: {vmid: 100, clusterRef: {name: pve}}}}
+---
+apiVersion: vrouter.kojuro.date/v1
+kind: VRouterTarget
+metadata: {name: core-1, namespace: net, labels: {role: core}}
+spec: {provider: {type: proxmox, proxmox: {vmid: 102, clusterRef: {name: pve}}}}
+---
+apiVersion: vrouter.kojuro.date/v1
+kind: VRouterTarget
+metadata: {name: edge-9, namespace: other, labels: {role: edge}}
+spec: {provider: {type: proxmox, proxmox: {vmid: 109, clusterRef: {name: pve}}}}
+---
+apiVersion: vrouter.kojuro.date/v1
+kind: VRouterBinding
+metadata: {name: b, namespace: net}
+spec:
+  templateRefs: [{name: t}]
+  targetSelector:
+    matchExpressions: [{key: role, operator: In, values: [edge]}]
+"#;
+
+/// A selector picks the labelled targets of the binding's own namespace
+/// among the manifests, by name; a bad operator is refused naming its field.
+#[test]
+fn a_target_selector_selects_among_the_given_targets_by_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "selected.yaml", SELECTED);
+    let objects = offline_render::load(&[file]).unwrap();
+    let configs = offline_render::render(&objects).unwrap_or_else(|p| panic!("{p:#?}"));
+    let names: Vec<_> = configs.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
+    assert_eq!(names, ["b.edge-1", "b.edge-2"]);
+
+    let bad = write(&dir, "bad.yaml", &SELECTED.replace("operator: In", "operator: in"));
+    let output = binary().arg("render").arg(&bad).output().unwrap();
+    assert_eq!(output.status.code(), Some(EXIT_INVALID));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("spec.targetSelector.matchExpressions[0].operator: \"in\" is not an operator"),
+        "{stderr}"
+    );
+}

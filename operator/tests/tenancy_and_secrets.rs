@@ -34,6 +34,7 @@ use vrouter_operator::runtime::metrics::Metrics;
 use vrouter_operator::server::tls::ReloadingCert;
 use vrouter_operator::server::webhooks::review::Admission;
 use vrouter_operator::server::webhooks::server::{self, VALIDATE_PATH};
+use vrouter_operator::server::webhooks::target_cache::TargetCache;
 use vrouter_providers::lookup_cache::CachedLookup;
 use vrouter_providers::{FactoryContext, KubeLookup};
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
@@ -100,6 +101,7 @@ async fn webhooks() {
                         client: env.client(),
                         metrics: Metrics::new(),
                         templates: Arc::new(vrouter_render::TemplateEngine::new()),
+                        targets: TargetCache::watch(env.client(), None),
                     };
                     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
                     let port = listener.local_addr().unwrap().port();

@@ -21,6 +21,7 @@ use vrouter_operator::runtime::metrics::Metrics;
 use vrouter_operator::server::tls::ReloadingCert;
 use vrouter_operator::server::webhooks::review::Admission;
 use vrouter_operator::server::webhooks::server::{self, VALIDATE_PATH};
+use vrouter_operator::server::webhooks::target_cache::TargetCache;
 use vrouter_test_apiserver::{TestEnv, TestNamespace};
 
 use common::{Namespaced, try_create as create};
@@ -64,10 +65,12 @@ fn start_fixture() -> Fixture {
             std::fs::write(&key, env.webhook_tls().key_pem()).unwrap();
             let tls = ReloadingCert::new(cert, key).unwrap().server_config();
             let metrics = Metrics::new();
+            let client = kube::Client::try_from(env.config().clone()).unwrap();
             let admission = Admission {
-                client: kube::Client::try_from(env.config().clone()).unwrap(),
+                client: client.clone(),
                 metrics: metrics.clone(),
                 templates: Arc::new(vrouter_render::TemplateEngine::new()),
+                targets: TargetCache::watch(client, None),
             };
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let port = listener.local_addr().unwrap().port();
@@ -709,6 +712,7 @@ async fn ten_thousand_reviews_of_random_kinds_leave_the_metrics_bounded() {
         client: env.client(),
         metrics: metrics.clone(),
         templates: Arc::new(vrouter_render::TemplateEngine::new()),
+        targets: TargetCache::never_filled(),
     });
     let baseline = metrics.encode().len();
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -809,4 +813,153 @@ async fn a_config_of_one_mebibyte_gets_its_finalizer_and_applies() {
         site.routers["r1"].sandbox.loaded_config().as_deref(),
         Some(config.as_bytes())
     );
+}
+
+/// Creates `count` VRouterTargets `r0`… labelled `fleet: big` through the
+/// webhook, 64 at a time.
+async fn create_fleet(ns: &TestNamespace, count: usize) {
+    use futures::StreamExt;
+    futures::stream::iter(0..count)
+        .map(|i| async move {
+            let mut body = target(&format!("r{i}"));
+            body["metadata"]["labels"] = json!({"fleet": "big"});
+            create::<VRouterTarget>(ns, body).await.unwrap();
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// A binding of 10,000 targets, by name and by selector, is admitted with
+/// the webhooks registered (the API server gives them 10 s): the names are
+/// checked against the webhook's cache of targets, not by a GET each. The
+/// admission times are printed for docs/benchmarks.md.
+#[tokio::test]
+async fn a_binding_of_ten_thousand_targets_is_admitted_by_name_and_by_selector() {
+    const TARGETS: usize = 10_000;
+    let ns = setup("wh-fleet").await;
+    create::<VRouterTemplate>(&ns, template("tpl")).await.unwrap();
+    create_fleet(&ns, TARGETS).await;
+    let refs: Vec<Value> = (0..TARGETS).map(|i| json!({"name": format!("r{i}")})).collect();
+    let started = Instant::now();
+    create::<VRouterBinding>(
+        &ns,
+        json!({"metadata": {"name": "by-name"}, "spec": {"templateRefs": [{"name": "tpl"}], "targetRefs": refs}}),
+    )
+    .await
+    .unwrap();
+    let by_name = started.elapsed();
+    let started = Instant::now();
+    create::<VRouterBinding>(
+        &ns,
+        json!({"metadata": {"name": "by-selector"}, "spec": {"templateRefs": [{"name": "tpl"}],
+               "targetSelector": {"matchLabels": {"fleet": "big"}}}}),
+    )
+    .await
+    .unwrap();
+    let by_selector = started.elapsed();
+    println!("admission of a {TARGETS}-target binding: by name {by_name:?}, by selector {by_selector:?}");
+    if let Ok(path) = std::env::var("VROUTER_BENCH_OUT") {
+        let figures = json!({
+            "targets": TARGETS,
+            "by_name_ms": by_name.as_secs_f64() * 1000.0,
+            "by_selector_ms": by_selector.as_secs_f64() * 1000.0,
+        });
+        std::fs::write(path, figures.to_string()).unwrap();
+    }
+
+    // Still checked: one missing name among the 10,000 is refused by field.
+    let mut refs = refs;
+    refs[7_777] = json!({"name": "missing"});
+    let message = denied::<VRouterBinding>(
+        &ns,
+        json!({"metadata": {"name": "one-missing"}, "spec": {"templateRefs": [{"name": "tpl"}], "targetRefs": refs}}),
+    )
+    .await;
+    assert_mentions(
+        &message,
+        &["spec.targetRefs[7777].name: VRouterTarget \"missing\" does not exist"],
+    );
+}
+
+/// An AdmissionReview of a CREATE of `binding` in `namespace`, answered by
+/// `router`: (allowed, message).
+async fn review_binding(router: axum::Router, namespace: &str, binding: Value) -> (bool, String) {
+    use tower::ServiceExt;
+    let mut object = with_kind::<VRouterBinding>(binding);
+    object["metadata"]["namespace"] = json!(namespace);
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u1",
+            "kind": {"group": "vrouter.kojuro.date", "version": "v1", "kind": "VRouterBinding"},
+            "resource": {"group": "vrouter.kojuro.date", "version": "v1", "resource": "vrouterbindings"},
+            "operation": "CREATE", "name": object["metadata"]["name"], "namespace": namespace,
+            "userInfo": {"username": "someone"},
+            "object": object,
+        },
+    });
+    let request = http::Request::post(VALIDATE_PATH)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(serde_json::to_vec(&review).unwrap()))
+        .unwrap();
+    let answer = router.oneshot(request).await.unwrap();
+    let body = axum::body::to_bytes(answer.into_body(), usize::MAX).await.unwrap();
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    let response = &answer["response"];
+    let message = response["status"]["message"].as_str().unwrap_or_default().to_owned();
+    (response["allowed"].as_bool().unwrap(), message)
+}
+
+/// Before the webhook's target cache is filled, a binding's targets are
+/// checked with the API server (one LIST for many names); when the API
+/// server does not answer (here: a user it refuses), the binding is refused
+/// naming `spec.targetRefs`, never let through unchecked.
+#[tokio::test]
+async fn an_unfilled_target_cache_asks_the_api_server_and_fails_closed() {
+    let env = TestEnv::shared().await;
+    let ns = env.namespace("wh-unfilled").await;
+    for i in 0..20 {
+        create::<VRouterTarget>(&ns, target(&format!("r{i}"))).await.unwrap();
+    }
+    let admission = |client: kube::Client| {
+        server::router(Admission {
+            client,
+            metrics: Metrics::new(),
+            templates: Arc::new(vrouter_render::TemplateEngine::new()),
+            targets: TargetCache::never_filled(),
+        })
+    };
+    let binding = |names: Vec<String>| {
+        let refs: Vec<Value> = names.iter().map(|n| json!({"name": n})).collect();
+        json!({"metadata": {"name": "b"}, "spec": {"templateRefs": [], "targetRefs": refs, "templateRef": {"name": "t"}}})
+    };
+    let twenty: Vec<String> = (0..20).map(|i| format!("r{i}")).collect();
+    let one = vec!["r0".to_owned()];
+    // Answered by the API server: the existing targets pass, a missing one is named.
+    let (_, message) = review_binding(admission(env.client()), ns.name(), binding(twenty.clone())).await;
+    assert!(!message.contains("spec.targetRefs"), "{message}");
+    let mut with_missing = twenty.clone();
+    with_missing[3] = "gone".into();
+    let (allowed, message) = review_binding(admission(env.client()), ns.name(), binding(with_missing)).await;
+    assert!(!allowed);
+    assert_mentions(
+        &message,
+        &["spec.targetRefs[3].name: VRouterTarget \"gone\" does not exist"],
+    );
+
+    let mut refused = env.config().clone();
+    refused.auth_info.impersonate = Some("system:serviceaccount:nowhere:nobody".into());
+    let refused = kube::Client::try_from(refused).unwrap();
+    for (names, says) in [
+        (
+            twenty,
+            "spec.targetRefs: could not list VRouterTargets to check references",
+        ),
+        (one, "spec.targetRefs: could not look up VRouterTarget \"r0\""),
+    ] {
+        let (allowed, message) = review_binding(admission(refused.clone()), ns.name(), binding(names)).await;
+        assert!(!allowed, "{message}");
+        assert_mentions(&message, &[says]);
+    }
 }

@@ -10,6 +10,7 @@
 mod scale;
 mod template_review;
 mod vyos_differential;
+mod webhook_admission;
 
 use crate::cargo_step;
 use std::collections::BTreeMap;
@@ -89,7 +90,10 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
     let criterion = read_criterion(&target_dir(root).join("criterion"), since)?;
     let criterion_secs = started.elapsed().as_secs();
 
-    let injection_section = injection_run(root)? + &template_review::run(root)? + &vyos_differential::run(root)?;
+    let injection_section = injection_run(root)?
+        + &template_review::run(root)?
+        + &vyos_differential::run(root)?
+        + &webhook_admission::run(root)?;
     let scale = scale_runs(options)
         .iter()
         .map(|run| scale::measure(root, run))

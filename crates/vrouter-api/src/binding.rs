@@ -38,8 +38,17 @@ pub struct VRouterBindingSpec {
     /// VRouterParams merged in order below this binding's own params.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub params_refs: Vec<NameRef>,
-    /// The routers this binding configures; one VRouterConfig each.
+    /// The routers this binding configures by name; one VRouterConfig each.
+    /// With `targetSelector`, the binding configures both sets (union); at
+    /// least one of the two must be set.
+    #[serde(default)]
     pub target_refs: Vec<NameRef>,
+    /// The routers this binding configures by label: every VRouterTarget of
+    /// the binding's namespace the selector matches, now and later. A target
+    /// that stops matching leaves the binding (its VRouterConfig is deleted,
+    /// as when its name is dropped from `targetRefs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_selector: Option<crate::selector::TargetSelector>,
     /// Persist the config after commit; copied to each generated VRouterConfig.
     #[serde(default = "default_true")]
     pub save: bool,
@@ -140,6 +149,30 @@ impl VRouterBindingSpec {
             ReferencedKind::Target => (None, &self.target_refs),
         };
         single.into_iter().chain(list)
+    }
+
+    /// The targets the binding configures, given the names and labels of
+    /// the targets of its namespace: `targetRefs` in order, then the ones
+    /// `targetSelector` matches that are not named there, by name (an order
+    /// that does not depend on how the candidates were listed).
+    pub fn target_names<'a>(
+        &self,
+        candidates: impl IntoIterator<Item = (&'a str, &'a std::collections::BTreeMap<String, String>)>,
+    ) -> Vec<String> {
+        let mut names: Vec<String> = self.target_refs.iter().map(|r| r.name.clone()).collect();
+        let Some(selector) = &self.target_selector else {
+            return names;
+        };
+        let named: std::collections::HashSet<&str> = self.target_refs.iter().map(|r| r.name.as_str()).collect();
+        let mut selected: Vec<&str> = candidates
+            .into_iter()
+            .filter(|(name, labels)| !named.contains(name) && selector.matches(labels))
+            .map(|(name, _)| name)
+            .collect();
+        selected.sort_unstable();
+        selected.dedup();
+        names.extend(selected.into_iter().map(str::to_owned));
+        names
     }
 
     /// The rollout mode in force: absent, `{}` and an unset mode all mean Disabled.

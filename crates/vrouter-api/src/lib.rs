@@ -12,6 +12,7 @@ pub mod manifest;
 pub mod params;
 pub mod proxmox_cluster;
 pub mod refs;
+pub mod selector;
 pub mod status;
 pub mod target;
 pub mod template;
@@ -30,6 +31,7 @@ pub use duration::Duration;
 pub use params::{VRouterParams, VRouterParamsSpec};
 pub use proxmox_cluster::{ProxmoxCluster, ProxmoxClusterSpec, ProxmoxClusterStatus};
 pub use refs::{ControllerRef, NameRef, SecretKeyRef, SecretReference};
+pub use selector::{SelectorRequirement, TargetSelector};
 pub use status::{VRouterStatus, VRouterStatusSpec, VRouterStatusStatus};
 pub use target::{
     DaemonConfig, DaemonTransport, KubeVirtConfig, KubeconfigRef, ProviderConfig, ProviderType, ProxmoxConfig,

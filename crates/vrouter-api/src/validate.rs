@@ -265,13 +265,28 @@ pub fn status(s: &VRouterStatus) -> Findings {
     f
 }
 
+/// A binding names its targets, selects them by label, or both; with
+/// neither it would configure nothing, which is never what was meant.
+fn check_targets(f: &mut Findings, spec: &crate::VRouterBindingSpec) {
+    match &spec.target_selector {
+        None if spec.target_refs.is_empty() => f.deny(
+            "spec.targetRefs",
+            "must list at least one target (or set spec.targetSelector)",
+        ),
+        None => {}
+        Some(selector) => {
+            for problem in selector.problems("spec.targetSelector") {
+                f.deny(problem.field, problem.message);
+            }
+        }
+    }
+}
+
 pub fn binding(b: &VRouterBinding) -> Findings {
     let mut f = Findings::default();
     let ns = namespace_of(&b.metadata);
     let spec = &b.spec;
-    if spec.target_refs.is_empty() {
-        f.deny("spec.targetRefs", "must list at least one target");
-    }
+    check_targets(&mut f, spec);
     if spec.template_ref.is_none() && spec.template_refs.is_empty() {
         f.deny(
             "spec.templateRefs",

@@ -206,6 +206,27 @@ fn status_config_ref_must_be_in_the_namespace() {
 }
 
 #[test]
+fn a_selector_stands_in_for_target_refs_and_is_checked() {
+    let selected: VRouterBinding =
+        parse("metadata: {name: b}\nspec: {templateRefs: [{name: t}], targetSelector: {matchLabels: {site: a}}}");
+    assert_denied(&binding(&selected), &[]);
+    let everything: VRouterBinding =
+        parse("metadata: {name: b}\nspec: {templateRefs: [{name: t}], targetSelector: {}}");
+    assert_denied(&binding(&everything), &[]);
+    let bad: VRouterBinding = parse(
+        "metadata: {name: b}\nspec: {templateRefs: [{name: t}], targetRefs: [{name: a}], \
+         targetSelector: {matchExpressions: [{key: site, operator: Equals, values: [a]}, {key: x, operator: In}]}}",
+    );
+    assert_denied(
+        &binding(&bad),
+        &[
+            ("spec.targetSelector.matchExpressions[0].operator", "not an operator"),
+            ("spec.targetSelector.matchExpressions[1].values", "at least one value"),
+        ],
+    );
+}
+
+#[test]
 fn binding_needs_targets_and_templates() {
     let none: VRouterBinding = parse("metadata: {name: b}\nspec: {targetRefs: []}");
     assert_denied(
@@ -388,7 +409,9 @@ fn denials_are_reported_together_in_one_message() {
     let none: VRouterBinding = parse("metadata: {name: b}\nspec: {targetRefs: []}");
     let message = binding(&none).denial_message();
     assert!(
-        message.starts_with("spec.targetRefs: must list at least one target; spec.templateRefs:"),
+        message.starts_with(
+            "spec.targetRefs: must list at least one target (or set spec.targetSelector); spec.templateRefs:"
+        ),
         "{message}"
     );
 }

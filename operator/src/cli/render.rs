@@ -268,8 +268,26 @@ fn render_binding(
         .map(|k| index.templates[k].clone())
         .collect();
     let params: Vec<VRouterParams> = of(ReferencedKind::Params).map(|k| index.params[k].clone()).collect();
-    let targets: Vec<VRouterTarget> = of(ReferencedKind::Target).map(|k| index.targets[k].clone()).collect();
+    let targets = selected_targets(index, &ns, binding);
     render_configs(binding, &templates, &params, &targets).map_err(|e| vec![problem(None, e.to_string())])
+}
+
+/// The targets `binding` configures among the given manifests: its
+/// `targetRefs` (all present: checked before), then those of its namespace
+/// its `targetSelector` matches, as the controller selects them.
+fn selected_targets(index: &Index<'_>, ns: &str, binding: &VRouterBinding) -> Vec<VRouterTarget> {
+    let no_labels = std::collections::BTreeMap::new();
+    let candidates = index
+        .targets
+        .iter()
+        .filter(|((namespace, _), _)| namespace == ns)
+        .map(|((_, name), t)| (name.as_str(), t.metadata.labels.as_ref().unwrap_or(&no_labels)));
+    binding
+        .spec
+        .target_names(candidates)
+        .into_iter()
+        .filter_map(|name| index.targets.get(&(ns.to_owned(), name)).map(|t| (*t).clone()))
+        .collect()
 }
 
 /// The configs as a YAML stream; with `script`, each followed by the apply

@@ -9,6 +9,7 @@ mod pause;
 mod reconcile;
 pub mod render_cache;
 pub mod resolve;
+mod select;
 pub mod wake;
 mod writes;
 
@@ -77,6 +78,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
     let (targets, target_events) = (watches.targets.store(), watches.targets.subscribe().touched_objects());
     let config_writes = Arc::new(OwnWrites::default());
     let configs = watches.configs.store();
+    let configs_of_targets = configs.clone();
     let config_events = config_wakes(watches.configs.subscribe(), config_writes.clone(), bindings);
     let controller = controller
         .owns_stream(config_events)
@@ -87,7 +89,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
             referencing(&by_params, ReferencedKind::Params, &p)
         })
         .watches_stream(target_events, move |t| {
-            referencing(&by_target, ReferencedKind::Target, &t)
+            select::concerned(&by_target, &configs_of_targets, &t)
         });
     let ctx = Arc::new(BindingContext {
         shared: ctx,

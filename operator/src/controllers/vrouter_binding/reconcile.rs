@@ -266,9 +266,13 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
 /// Whether a config write of this binding's own has not come back through
 /// the config watch yet (each target's config, by the name it is given).
 fn awaiting_own_writes(ctx: &BindingContext, binding: &VRouterBinding, namespace: &str) -> bool {
-    binding.spec.target_refs.iter().any(|target| {
+    // Before the target store is filled the selected targets are unknown;
+    // their configs are then checked by the names of the existing ones.
+    let targets =
+        super::select::from_store(&ctx.referents.targets, binding).unwrap_or_else(|| binding.spec.target_names([]));
+    targets.iter().any(|target| {
         ctx.config_writes
-            .awaiting_echo_of(namespace, &binding.config_name(&target.name))
+            .awaiting_echo_of(namespace, &binding.config_name(target))
     })
 }
 

@@ -64,6 +64,11 @@ pub async fn references(
     same_namespace_references(binding)?;
     let namespace = binding.namespace().unwrap_or_default();
     let refs = |kind: ReferencedKind| -> Vec<&NameRef> { binding.spec.refs_of(kind).collect() };
+    let target_refs: Vec<NameRef> = super::select::resolve(client, &referents.targets, binding)
+        .await?
+        .into_iter()
+        .map(NameRef::new)
+        .collect();
     let read = Reader { client, namespace };
     Ok(Referenced {
         templates: read
@@ -79,7 +84,7 @@ pub async fn references(
         targets: read
             .each(
                 &referents.targets,
-                &refs(ReferencedKind::Target),
+                &target_refs.iter().collect::<Vec<_>>(),
                 ReferencedKind::Target,
             )
             .await?,
@@ -101,10 +106,12 @@ pub fn versions(referents: &Referents, binding: &VRouterBinding) -> Option<Vec<V
         &mut out,
     )?;
     collect(&referents.params, binding, ReferencedKind::Params, &namespace, &mut out)?;
-    collect(
+    // The selected targets are part of the key: one joining or leaving
+    // changes it, though no object's generation moved.
+    let targets = super::select::from_store(&referents.targets, binding)?;
+    collect_named(
         &referents.targets,
-        binding,
-        ReferencedKind::Target,
+        targets.iter().map(String::as_str),
         &namespace,
         &mut out,
     )?;
@@ -121,9 +128,26 @@ fn collect<K>(
 where
     K: kube::Resource<DynamicType = ()> + Clone,
 {
+    collect_named(
+        store,
+        binding.spec.refs_of(kind).map(|r| r.name.as_str()),
+        namespace,
+        out,
+    )
+}
+
+fn collect_named<'a, K>(
+    store: &Store<K>,
+    names: impl Iterator<Item = &'a str>,
+    namespace: &str,
+    out: &mut Vec<Version>,
+) -> Option<()>
+where
+    K: kube::Resource<DynamicType = ()> + Clone,
+{
     store.wait_until_ready().now_or_never()?.ok()?;
-    for r in binding.spec.refs_of(kind) {
-        let object = store.get(&ObjectRef::new(&r.name).within(namespace))?;
+    for name in names {
+        let object = store.get(&ObjectRef::new(name).within(namespace))?;
         let meta = object.meta();
         out.push((meta.uid.clone()?, meta.generation.unwrap_or(0)));
     }

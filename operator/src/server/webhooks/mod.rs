@@ -8,3 +8,4 @@ pub mod off_runtime;
 pub mod references;
 pub mod review;
 pub mod server;
+pub mod target_cache;

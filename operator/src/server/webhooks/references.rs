@@ -3,7 +3,7 @@
 //! deleted. Both fail closed: when the API server cannot answer, the request
 //! is denied rather than let through unchecked.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
@@ -13,6 +13,8 @@ use vrouter_api::daemon_access;
 use vrouter_api::manifest::Manifest;
 use vrouter_api::validate::Violation;
 use vrouter_api::vm_access;
+
+use super::target_cache::TargetCache;
 use vrouter_api::{
     NameRef, ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterStatus, VRouterTarget,
     VRouterTemplate,
@@ -144,9 +146,9 @@ where
 /// What only the API server can tell about `object`: every reference that
 /// names no existing object, one violation each, and a target's reach into
 /// another namespace that namespace has not granted.
-pub async fn cluster_denials(client: &Client, object: &Manifest) -> Vec<Violation> {
+pub async fn cluster_denials(client: &Client, targets: &TargetCache, object: &Manifest) -> Vec<Violation> {
     match object {
-        Manifest::Binding(b) => binding_references(client, b).await,
+        Manifest::Binding(b) => binding_references(client, targets, b).await,
         Manifest::Config(c) => config_references(client, c).await,
         Manifest::Status(s) => status_references(client, s).await,
         Manifest::Target(t) => {
@@ -159,7 +161,7 @@ pub async fn cluster_denials(client: &Client, object: &Manifest) -> Vec<Violatio
 }
 
 /// Missing references of a binding, one violation per missing object.
-async fn binding_references(client: &Client, b: &VRouterBinding) -> Vec<Violation> {
+async fn binding_references(client: &Client, targets: &TargetCache, b: &VRouterBinding) -> Vec<Violation> {
     let namespace = b.metadata.namespace.as_deref().unwrap_or("");
     let all = b.references();
     let of = |kind: ReferencedKind| -> Vec<(String, &NameRef)> {
@@ -171,8 +173,42 @@ async fn binding_references(client: &Client, b: &VRouterBinding) -> Vec<Violatio
     let mut out = Vec::new();
     check_exist::<VRouterTemplate>(client, namespace, &of(ReferencedKind::Template), &mut out).await;
     check_exist::<VRouterParams>(client, namespace, &of(ReferencedKind::Params), &mut out).await;
-    check_exist::<VRouterTarget>(client, namespace, &of(ReferencedKind::Target), &mut out).await;
+    check_targets(client, targets, namespace, &of(ReferencedKind::Target), &mut out).await;
     out
+}
+
+/// Like [`check_exist`] for targets, answered from the webhook's cache
+/// (a binding may name thousands); `spec.targetRefs` is denied as a whole
+/// when the API server, asked about the cache's misses, did not answer.
+async fn check_targets(
+    client: &Client,
+    cache: &TargetCache,
+    namespace: &str,
+    refs: &[(String, &NameRef)],
+    out: &mut Vec<Violation>,
+) {
+    let checked = |r: &NameRef| !r.name.is_empty() && !r.crosses_namespace(namespace);
+    let names: Vec<&str> = refs
+        .iter()
+        .filter(|(_, r)| checked(r))
+        .map(|(_, r)| r.name.as_str())
+        .collect();
+    let missing: HashSet<String> = match cache.missing(client, namespace, &names).await {
+        Ok(missing) => missing.into_iter().collect(),
+        Err(message) => {
+            out.push(Violation {
+                field: "spec.targetRefs".into(),
+                message,
+            });
+            return;
+        }
+    };
+    for (field, r) in refs.iter().filter(|(_, r)| checked(r) && missing.contains(&r.name)) {
+        out.push(Violation {
+            field: format!("{field}.name"),
+            message: format!("VRouterTarget {:?} does not exist in namespace {namespace:?}", r.name),
+        });
+    }
 }
 
 /// A target naming a KubeVirt VM in another namespace needs that

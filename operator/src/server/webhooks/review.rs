@@ -22,6 +22,8 @@ pub struct Admission {
     /// The rendering engine, configured as the controllers render with it,
     /// so a template admitted here never fails to parse at reconcile.
     pub templates: Arc<TemplateEngine>,
+    /// The targets a binding's references are checked against.
+    pub targets: super::target_cache::TargetCache,
 }
 
 fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, String> {
@@ -61,7 +63,7 @@ impl Admission {
         };
         findings
             .denials
-            .extend(references::cluster_denials(&self.client, &manifest).await);
+            .extend(references::cluster_denials(&self.client, &self.targets, &manifest).await);
         findings.denials.dedup();
         Ok(findings)
     }
