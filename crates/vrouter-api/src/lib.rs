@@ -18,6 +18,7 @@ pub mod template;
 pub mod text;
 pub mod validate;
 pub mod vm_access;
+pub mod waves;
 
 pub use binding::{
     BindingRef, ReferencedKind, RolloutMode, RolloutSpec, RolloutStatus, VRouterBinding, VRouterBindingSpec,
@@ -36,6 +37,7 @@ pub use target::{
     VRouterTarget, VRouterTargetSpec, VRouterTargetStatus,
 };
 pub use template::{VRouterTemplate, VRouterTemplateSpec};
+pub use waves::{WavesSpec, WavesStatus};
 
 /// Re-exported so users of these types need not pin the same versions themselves.
 pub use k8s_openapi;
