@@ -22,7 +22,7 @@ use super::error::Error;
 use super::render_cache::RenderKey;
 use super::resolve::{self, ResolveError};
 use super::writes::{write_all, write_config};
-use super::{BindingContext, decide, pause};
+use super::{BindingContext, decide, pause, waves};
 use crate::runtime::conditions::{self, Wanted};
 use crate::runtime::crash_point::{self, CrashPoint};
 use crate::runtime::metrics::StateLabels;
@@ -173,6 +173,22 @@ async fn set_status(
     rollout: Option<RolloutStatus>,
     retrying: bool,
 ) -> Result<bool, Error> {
+    set_status_with(ctx, binding, ready, retrying, |next| {
+        if rollout.is_some() {
+            next.rollout = rollout;
+        }
+    })
+    .await
+}
+
+/// [`set_status`] with any other change of the status made by `edit`.
+pub(super) async fn set_status_with(
+    ctx: &BindingContext,
+    binding: &VRouterBinding,
+    ready: Wanted<'_>,
+    retrying: bool,
+    edit: impl FnOnce(&mut VRouterBindingStatus),
+) -> Result<bool, Error> {
     let current = binding.status.clone().unwrap_or_default();
     let mut next: VRouterBindingStatus = current.clone();
     let generation = binding.meta().generation;
@@ -183,9 +199,7 @@ async fn set_status(
         Timestamp::now(),
     );
     next.observed_generation = generation;
-    if rollout.is_some() {
-        next.rollout = rollout;
-    }
+    edit(&mut next);
     let written = status_writes::patch_status(&ctx.client, binding, Some(&current), &next).await?;
     if let Some(written) = &written {
         ctx.status_writes.record_over(binding, written);
@@ -253,14 +267,20 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
         pause::mark(&configs, &ctx.config_writes, &existing, true).await?;
     }
     let by_name: HashMap<String, &VRouterConfig> = existing.iter().map(|c| (c.name_any(), &**c)).collect();
-    let decision = decide_rollout(binding, &desired, &by_name)?;
-    carry_out(ctx, binding, &configs, &desired, &by_name, &decision).await?;
+    let requeue_after = match waves::policy(binding)? {
+        Some(policy) => waves::roll(ctx, binding, &configs, &desired, &by_name, &policy).await?,
+        None => {
+            let decision = decide_rollout(binding, &desired, &by_name)?;
+            carry_out(ctx, binding, &configs, &desired, &by_name, &decision).await?;
+            decision.requeue_after()
+        }
+    };
     if !paused {
         // After the specs are written: a config resumes with its newest spec.
         pause::mark(&configs, &ctx.config_writes, &existing, false).await?;
     }
     pause::announce(ctx, binding).await;
-    Ok(decide::next_action(decision.requeue_after()))
+    Ok(decide::next_action(requeue_after))
 }
 
 /// Whether a config write of this binding's own has not come back through
@@ -323,19 +343,7 @@ fn decide_rollout(
     desired: &[VRouterConfig],
     existing: &HashMap<String, &VRouterConfig>,
 ) -> Result<Decision, Error> {
-    let targets = desired
-        .iter()
-        .map(|d| {
-            Ok(Target {
-                name: d.spec.target_ref.name.clone(),
-                desired: d.spec.clone(),
-                existing: existing
-                    .get(&d.name_any())
-                    .map(|c| decide::existing_view(c))
-                    .transpose()?,
-            })
-        })
-        .collect::<Result<Vec<Target<VRouterConfigSpec>>, Error>>()?;
+    let targets = walk_targets(desired, existing)?;
     let frontier = binding
         .status
         .as_ref()
@@ -349,6 +357,27 @@ fn decide_rollout(
         targets: &targets,
     };
     Ok(vrouter_rollout::decide(&rollout, Timestamp::now())?)
+}
+
+/// The targets as the rollout walks read them: `targetRefs` order, each
+/// with its render and its existing config.
+pub(super) fn walk_targets(
+    desired: &[VRouterConfig],
+    existing: &HashMap<String, &VRouterConfig>,
+) -> Result<Vec<Target<VRouterConfigSpec>>, Error> {
+    desired
+        .iter()
+        .map(|d| {
+            Ok(Target {
+                name: d.spec.target_ref.name.clone(),
+                desired: d.spec.clone(),
+                existing: existing
+                    .get(&d.name_any())
+                    .map(|c| decide::existing_view(c))
+                    .transpose()?,
+            })
+        })
+        .collect()
 }
 
 /// Performs `decision`: the writes it asks for and the Ready condition,
