@@ -93,6 +93,28 @@ async fn exists(ns: &TestNamespace, config: &str) -> bool {
     ns.api::<VRouterConfig>().get_opt(config).await.unwrap().is_some()
 }
 
+/// Runs `vrouter-operator resume <binding>` against the test API server;
+/// returns what it printed.
+async fn resume_cli(binding: &str) -> String {
+    let kubeconfig = vrouter_test_apiserver::TestEnv::shared()
+        .await
+        .kubeconfig_path()
+        .to_owned();
+    let binding = binding.to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_vrouter-operator"))
+            .args(["resume", &binding])
+            .env("KUBECONFIG", kubeconfig)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "resume failed: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 async fn event_notes(ns: &TestNamespace) -> Vec<(String, String)> {
     let events = ns.api::<Event>().list(&ListParams::default()).await.unwrap().items;
     events
@@ -193,10 +215,7 @@ async fn a_pause_until_resumed_holds_and_each_resume_starts_the_next_wave() {
     assert_eq!(ready(&again).1, "wave 1 of 3 done, paused until resumed");
     assert!(!exists(ns, "fleet.r2").await, "r2 written during the hold");
 
-    let client = vrouter_test_apiserver::TestEnv::shared().await.client();
-    let note = vrouter_operator::cli::resume::resume(&client, ns.name(), "fleet")
-        .await
-        .unwrap();
+    let note = resume_cli(&format!("{}/fleet", ns.name())).await;
     assert!(note.contains("wave 1 of 3 done, paused until resumed"), "{note}");
     let held = ready_when(ns, "the hold after wave 2", |(_, _, message)| {
         message == "wave 2 of 3 done, paused until resumed"

@@ -9,6 +9,7 @@ mod pause;
 mod reconcile;
 pub mod render_cache;
 pub mod resolve;
+mod status;
 pub mod wake;
 mod waves;
 mod writes;

@@ -15,19 +15,20 @@ use kube::{Resource, ResourceExt};
 use tokio::sync::Semaphore;
 use vrouter_api::compose::{ComposeError, render_configs};
 use vrouter_api::constants::{FINALIZER, LABEL_BINDING, condition, reason};
-use vrouter_api::{RolloutStatus, VRouterBinding, VRouterBindingStatus, VRouterConfig, VRouterConfigSpec};
-use vrouter_rollout::{ConditionStatus, Decision, Frontier, Rollout, Target};
+use vrouter_api::{RolloutStatus, VRouterBinding, VRouterConfig};
+use vrouter_rollout::{ConditionStatus, Decision, Frontier, Rollout};
 
 use super::error::Error;
 use super::render_cache::RenderKey;
 use super::resolve::{self, ResolveError};
+use super::status::set_status_with;
 use super::writes::{write_all, write_config};
 use super::{BindingContext, decide, pause, waves};
-use crate::runtime::conditions::{self, Wanted};
+use crate::runtime::conditions::Wanted;
 use crate::runtime::crash_point::{self, CrashPoint};
 use crate::runtime::metrics::StateLabels;
 use crate::runtime::reconciler::Reconciler;
-use crate::runtime::{finalizers, own_writes, status_writes, stores};
+use crate::runtime::{finalizers, own_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterbinding";
 
@@ -181,32 +182,6 @@ async fn set_status(
     .await
 }
 
-/// [`set_status`] with any other change of the status made by `edit`.
-pub(super) async fn set_status_with(
-    ctx: &BindingContext,
-    binding: &VRouterBinding,
-    ready: Wanted<'_>,
-    retrying: bool,
-    edit: impl FnOnce(&mut VRouterBindingStatus),
-) -> Result<bool, Error> {
-    let current = binding.status.clone().unwrap_or_default();
-    let mut next: VRouterBindingStatus = current.clone();
-    let generation = binding.meta().generation;
-    conditions::summarise(
-        &mut next.conditions,
-        conditions::binding_summary(&ready, retrying),
-        generation,
-        Timestamp::now(),
-    );
-    next.observed_generation = generation;
-    edit(&mut next);
-    let written = status_writes::patch_status(&ctx.client, binding, Some(&current), &next).await?;
-    if let Some(written) = &written {
-        ctx.status_writes.record_over(binding, written);
-    }
-    Ok(written.is_some())
-}
-
 async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Action, Error> {
     if binding.meta().deletion_timestamp.is_some() {
         // Generated configs are owned by the binding; garbage collection
@@ -343,7 +318,7 @@ fn decide_rollout(
     desired: &[VRouterConfig],
     existing: &HashMap<String, &VRouterConfig>,
 ) -> Result<Decision, Error> {
-    let targets = walk_targets(desired, existing)?;
+    let targets = decide::walk_targets(desired, existing)?;
     let frontier = binding
         .status
         .as_ref()
@@ -357,27 +332,6 @@ fn decide_rollout(
         targets: &targets,
     };
     Ok(vrouter_rollout::decide(&rollout, Timestamp::now())?)
-}
-
-/// The targets as the rollout walks read them: `targetRefs` order, each
-/// with its render and its existing config.
-pub(super) fn walk_targets(
-    desired: &[VRouterConfig],
-    existing: &HashMap<String, &VRouterConfig>,
-) -> Result<Vec<Target<VRouterConfigSpec>>, Error> {
-    desired
-        .iter()
-        .map(|d| {
-            Ok(Target {
-                name: d.spec.target_ref.name.clone(),
-                desired: d.spec.clone(),
-                existing: existing
-                    .get(&d.name_any())
-                    .map(|c| decide::existing_view(c))
-                    .transpose()?,
-            })
-        })
-        .collect()
 }
 
 /// Performs `decision`: the writes it asks for and the Ready condition,

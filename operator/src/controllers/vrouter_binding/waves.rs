@@ -15,8 +15,9 @@ use vrouter_api::{RolloutMode, VRouterBinding, VRouterConfig, WavesStatus};
 use vrouter_rollout::waves::{WaveDecision, WavePolicy, WaveRollout, WaveState, decide_waves, plan};
 use vrouter_rollout::{ConditionStatus, RolloutError};
 
+use super::decide::walk_targets;
 use super::error::Error;
-use super::reconcile::{set_status_with, walk_targets};
+use super::status::set_status_with;
 use super::writes::write_all;
 use super::{BindingContext, pause};
 use crate::runtime::conditions::Wanted;
