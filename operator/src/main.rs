@@ -39,7 +39,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     if args.command.is_none() && invoked_as_kubectl_plugin() {
-        eprintln!("usage: kubectl vrouter <render|diff|convert> ...; see kubectl vrouter --help");
+        eprintln!("usage: kubectl vrouter <render|diff|convert|resume> ...; see kubectl vrouter --help");
         std::process::exit(diff::EXIT_ERROR);
     }
     match &args.command {
@@ -51,6 +51,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
         Some(Command::Render { paths, script, strict }) => std::process::exit(render_offline(paths, *script, *strict)),
         Some(Command::Convert { paths, in_place }) => std::process::exit(convert_manifests(paths, *in_place)),
+        Some(Command::Resume { binding }) => {
+            std::process::exit(resume_binding(binding, args.kubeconfig.as_deref()).await)
+        }
         None => {}
     }
     telemetry::init(&args.logging(std::env::var("RUST_LOG").ok().as_deref()));
@@ -413,6 +416,25 @@ async fn diff_binding(binding: &str, kubeconfig: Option<&std::path::Path>) -> i3
         }
     }
     code
+}
+
+async fn resume_binding(binding: &str, kubeconfig: Option<&std::path::Path>) -> i32 {
+    let resumed = async {
+        let client = connect(kubeconfig).await?;
+        let (namespace, name) = diff::live::parse_binding_ref(binding, client.default_namespace())
+            .map_err(|m| anyhow::anyhow!(m.replace("--binding ", "")))?;
+        Ok::<_, anyhow::Error>(vrouter_operator::cli::resume::resume(&client, &namespace, &name).await?)
+    };
+    match resumed.await {
+        Ok(note) => {
+            println!("{note}");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            diff::EXIT_ERROR
+        }
+    }
 }
 
 fn render_offline(paths: &[std::path::PathBuf], script: bool, strict: bool) -> i32 {

@@ -841,8 +841,8 @@ fn flags_exist(command: &str, variant: &str, options: &str, flags: &[&str]) -> R
     Ok(())
 }
 
-/// `vrouter-operator convert|render [flag] PATH…`: the subcommands a user runs
-/// on their own manifests, with the flags the tests run them with.
+/// `vrouter-operator convert|render [flag] PATH…` and `resume BINDING`: the
+/// subcommands a user runs, with the flags the tests run them with.
 fn check_operator_cli(args: &[String]) -> Result<(), String> {
     const TEST: &str = "operator/tests/convert_manifests.rs";
     let (subcommand, rest) = args.split_first().ok_or("vrouter-operator without a subcommand")?;
@@ -856,6 +856,7 @@ fn check_operator_cli(args: &[String]) -> Result<(), String> {
         ("convert", ["--in-place"]) => proven_by(TEST, "operator(&[\"convert\", \"--in-place\"]"),
         ("render", []) => proven_by(TEST, "operator(&[\"render\"]"),
         ("render", ["--script"]) => proven_by("operator/tests/offline_render.rs", "[\"render\", \"--script\"]"),
+        ("resume", []) => proven_by("operator/tests/waves.rs", ".args([\"resume\", &binding])"),
         (subcommand, flags) => Err(format!(
             "vrouter-operator {subcommand} {}: the tests run `convert [--in-place]` and `render [--script]` only",
             flags.join(" ")

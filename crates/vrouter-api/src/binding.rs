@@ -190,6 +190,9 @@ pub enum RolloutMode {
     WaitForApplied,
     /// One target at a time; advance after a fixed interval, whatever the outcome.
     FixedInterval,
+    /// Batches of targets (`waves`), each written whole and awaited until
+    /// its configs are Applied or Failed.
+    Waves,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -208,6 +211,9 @@ pub struct RolloutSpec {
     /// FixedInterval: the time between two writes; required (> 0) for that mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_interval: Option<Duration>,
+    /// Waves: the batches, canary, pause and failure threshold; required for that mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waves: Option<crate::waves::WavesSpec>,
 }
 
 impl Default for RolloutSpec {
@@ -217,6 +223,7 @@ impl Default for RolloutSpec {
             poll_interval: default_poll_interval(),
             wait_after_applied: Duration::ZERO,
             wait_interval: None,
+            waves: None,
         }
     }
 }
@@ -233,6 +240,9 @@ pub struct VRouterBindingStatus {
     /// The serial rollout frontier; only meaningful when a rollout mode is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// Mode Waves: where the rollout stands; absent when none is under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waves: Option<crate::waves::WavesStatus>,
     /// The binding generation the conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

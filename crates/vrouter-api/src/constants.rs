@@ -48,6 +48,8 @@ pub mod reason {
     pub const RECONCILE_ERROR: &str = "ReconcileError";
     pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// VRouterBinding in mode Waves: between two waves, for `pause` or until resumed.
+    pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
     /// VRouterBinding: `spec.paused` is true; its configs start no new apply.
     pub const PAUSED: &str = "Paused";
     /// An apply has been dispatched and is running.
@@ -121,6 +123,8 @@ pub mod event {
     pub const ROLLOUT_COMPLETED: &str = "RolloutCompleted";
     /// A binding's `spec.paused` was set back to false: its configs apply again.
     pub const RESUMED: &str = "Resumed";
+    /// A binding in mode Waves wrote the configs of a wave.
+    pub const WAVE_STARTED: &str = "WaveStarted";
     /// The VRouterStatus of an applied config could not be created (it is
     /// tried again): its router is not watched for drift meanwhile.
     pub const STATUS_NOT_CREATED: &str = "StatusNotCreated";

@@ -19,6 +19,7 @@ pub mod template;
 pub mod text;
 pub mod validate;
 pub mod vm_access;
+pub mod waves;
 
 pub use binding::{
     BindingRef, ReferencedKind, RolloutMode, RolloutSpec, RolloutStatus, VRouterBinding, VRouterBindingSpec,
@@ -38,6 +39,7 @@ pub use target::{
     SelectedProvider, VRouterTarget, VRouterTargetSpec, VRouterTargetStatus,
 };
 pub use template::{VRouterTemplate, VRouterTemplateSpec};
+pub use waves::{WavesSpec, WavesStatus};
 
 /// Re-exported so users of these types need not pin the same versions themselves.
 pub use k8s_openapi;

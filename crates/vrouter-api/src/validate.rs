@@ -335,6 +335,7 @@ pub fn binding(b: &VRouterBinding) -> Findings {
                     );
                 }
             }
+            RolloutMode::Waves => check_waves(&mut f, rollout),
             RolloutMode::WaitForApplied => {
                 if rollout.poll_interval.is_negative() {
                     f.deny("spec.rollout.pollInterval", "must not be negative");
@@ -346,6 +347,25 @@ pub fn binding(b: &VRouterBinding) -> Findings {
         }
     }
     f
+}
+
+/// Mode Waves: a `waves` block whose sizes cut a fleet into waves.
+fn check_waves(f: &mut Findings, rollout: &crate::RolloutSpec) {
+    let Some(waves) = &rollout.waves else {
+        f.deny("spec.rollout.waves", "is required when spec.rollout.mode is Waves");
+        return;
+    };
+    if rollout.poll_interval.is_negative() {
+        f.deny("spec.rollout.pollInterval", "must not be negative");
+    }
+    if waves.pause.is_some_and(|p| p.is_negative()) {
+        f.deny("spec.rollout.waves.pause", "must not be negative");
+    }
+    match waves.policy(rollout.poll_interval).map(|p| p.validate()) {
+        Err(e) => f.deny(e.field, e.to_string()),
+        Ok(Err(e)) => f.deny("spec.rollout.waves", e.to_string()),
+        Ok(Ok(())) => {}
+    }
 }
 
 pub fn proxmox_cluster(p: &ProxmoxCluster) -> Findings {

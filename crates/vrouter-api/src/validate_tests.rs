@@ -306,6 +306,29 @@ fn binding_rollout_checks_only_the_selected_mode() {
         ),
         // WaitForApplied ignores FixedInterval's field.
         ("{mode: WaitForApplied, waitInterval: -1s}}", &[]),
+        ("{mode: Waves}}", &[("spec.rollout.waves", "required")]),
+        (
+            "{mode: Waves, waves: {batchSize: 2, canary: 1, maxFailures: '10%'}}}",
+            &[],
+        ),
+        (
+            "{mode: Waves, waves: {batchSize: '10'}}}",
+            &[("spec.rollout.waves.batchSize", "a percentage")],
+        ),
+        (
+            "{mode: Waves, waves: {batchSize: 0}}}",
+            &[("spec.rollout.waves", "batchSize \"0\" is invalid")],
+        ),
+        (
+            "{mode: Waves, waves: {batchSize: 1, canary: '150%'}}}",
+            &[("spec.rollout.waves", "canary \"150%\" is invalid")],
+        ),
+        (
+            "{mode: Waves, waves: {batchSize: 1, pause: -1s}}}",
+            &[("spec.rollout.waves.pause", "negative")],
+        ),
+        // Waves' block is ignored by the other modes.
+        ("{mode: Disabled, waves: {batchSize: 0}}}", &[]),
     ];
     for (rollout, denied) in cases {
         let b: VRouterBinding = parse(&format!("{base}{rollout}"));

@@ -24,4 +24,9 @@ pub enum RolloutError {
     /// A VRouterConfig phase other than the four the config controller writes.
     #[error("invalid VRouterConfig phase {value:?}: expected \"Pending\", \"Applying\", \"Applied\" or \"Failed\"")]
     InvalidPhase { value: String },
+    /// A wave size or failure threshold that cannot cut a fleet into waves.
+    #[error(
+        "spec.rollout.waves.{field} {value:?} is invalid: a count of at least 1 (0 allowed for maxFailures) or a percentage from 1% to 100%"
+    )]
+    InvalidWaveSize { field: &'static str, value: String },
 }

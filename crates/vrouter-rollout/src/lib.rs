@@ -9,6 +9,7 @@ mod policy;
 mod ready;
 mod time;
 mod walk;
+pub mod waves;
 
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -24,6 +24,8 @@ pub enum Reason {
     ReconcileSucceeded,
     RolloutInProgress,
     RolloutHalted,
+    /// Waves: between two waves, for a set time or until resumed.
+    RolloutPaused,
 }
 
 impl Reason {
@@ -32,6 +34,7 @@ impl Reason {
             Reason::ReconcileSucceeded => "ReconcileSucceeded",
             Reason::RolloutInProgress => "RolloutInProgress",
             Reason::RolloutHalted => "RolloutHalted",
+            Reason::RolloutPaused => "RolloutPaused",
         }
     }
 }

@@ -61,7 +61,8 @@ pub fn decide<S: PartialEq>(rollout: &Rollout<'_, S>, now: Timestamp) -> Result<
         frontier,
         targets,
     } = *rollout;
-    validate(&policy, targets)?;
+    validate(&policy)?;
+    validate_targets(targets)?;
     let total = targets.len();
 
     if !policy.is_serial() {
@@ -175,13 +176,19 @@ fn obsolete_unverified_frontier<S: PartialEq>(
     }
 }
 
-/// Refuses inputs that make the frontier or the interval ambiguous.
-fn validate<S>(policy: &Policy, targets: &[Target<S>]) -> Result<(), RolloutError> {
+/// Refuses an interval that would not stagger anything.
+fn validate(policy: &Policy) -> Result<(), RolloutError> {
     if let Policy::FixedInterval { wait_interval } = policy
         && wait_interval.is_zero()
     {
         return Err(RolloutError::ZeroWaitInterval);
     }
+    Ok(())
+}
+
+/// Refuses target lists that make "the frontier" (or a wave) ambiguous:
+/// targets are recorded by name.
+pub(crate) fn validate_targets<S>(targets: &[Target<S>]) -> Result<(), RolloutError> {
     let mut seen: HashMap<&str, usize> = HashMap::with_capacity(targets.len());
     for (index, target) in targets.iter().enumerate() {
         if target.name.is_empty() {

@@ -387,6 +387,17 @@ pub enum Command {
         #[arg(long)]
         in_place: bool,
     },
+    /// End the hold of a VRouterBinding rolling out in waves with
+    /// `untilResumed` (its Ready reason RolloutPaused): writes a new value
+    /// into `spec.rollout.waves.resume`, and the next wave starts.
+    /// Also `kubectl vrouter resume` when installed as `kubectl-vrouter`.
+    /// Exit codes: 0 resumed, 2 not found, not in mode Waves, or the
+    /// cluster could not be written.
+    Resume {
+        /// `<namespace>/<name>`, or `<name>` in the kubeconfig context's namespace.
+        #[arg(value_name = "NAMESPACE/NAME")]
+        binding: String,
+    },
 }
 
 impl Args {

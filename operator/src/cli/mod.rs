@@ -1,5 +1,5 @@
 //! The command line: the operator's flags ([`args`]) and the offline commands
-//! `render`, `convert` and `diff`.
+//! `render`, `convert`, `diff` and `resume`.
 
 pub mod args;
 pub mod convert;
@@ -7,6 +7,7 @@ pub mod diff;
 pub mod go_flags;
 pub mod manifest_files;
 pub mod render;
+pub mod resume;
 pub mod webhook_cert_args;
 
 pub use args::*;

@@ -4,14 +4,15 @@
 //! walk. What each target's config should hold comes from
 //! `vrouter_api::compose`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use vrouter_api::constants::{LABEL_BINDING_PAUSED, condition};
 use vrouter_api::{RolloutMode, VRouterBinding, VRouterConfig, VRouterConfigSpec};
-use vrouter_rollout::{AppliedCondition, ConditionStatus, ExistingConfig, Policy, RolloutError};
+use vrouter_rollout::{AppliedCondition, ConditionStatus, ExistingConfig, Policy, RolloutError, Target};
 
 use crate::runtime::conditions;
 
@@ -116,6 +117,24 @@ pub fn existing_view(config: &VRouterConfig) -> Result<ExistingConfig<VRouterCon
         phase: status.phase,
         applied,
     })
+}
+
+/// The targets as the rollout walks read them: `targetRefs` order, each
+/// with its render and its existing config.
+pub fn walk_targets(
+    desired: &[VRouterConfig],
+    existing: &HashMap<String, &VRouterConfig>,
+) -> Result<Vec<Target<VRouterConfigSpec>>, RolloutError> {
+    desired
+        .iter()
+        .map(|d| {
+            Ok(Target {
+                name: d.spec.target_ref.name.clone(),
+                desired: d.spec.clone(),
+                existing: existing.get(&d.name_any()).map(|c| existing_view(c)).transpose()?,
+            })
+        })
+        .collect()
 }
 
 /// A zero `pollInterval`/`waitInterval` is valid input but would requeue at

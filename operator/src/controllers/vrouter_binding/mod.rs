@@ -10,7 +10,9 @@ mod reconcile;
 pub mod render_cache;
 pub mod resolve;
 mod select;
+mod status;
 pub mod wake;
+mod waves;
 mod writes;
 
 use std::ops::Deref;
@@ -165,9 +167,10 @@ fn owner_reads_progress(bindings: &Store<VRouterBinding>, config: &VRouterConfig
         .find(|o| o.controller == Some(true) && o.kind == "VRouterBinding");
     let Some(owner) = owner else { return true };
     let key = ObjectRef::new(&owner.name).within(config.metadata.namespace.as_deref().unwrap_or_default());
-    bindings
-        .get(&key)
-        .is_none_or(|binding| wake::reads_progress(&decide::policy(&binding)))
+    bindings.get(&key).is_none_or(|binding| {
+        wake::reads_progress(&decide::policy(&binding))
+            || binding.spec.effective_rollout_mode() == vrouter_api::RolloutMode::Waves
+    })
 }
 
 /// The bindings in `referent`'s namespace that reference it as a `kind`.

@@ -15,19 +15,20 @@ use kube::{Resource, ResourceExt};
 use tokio::sync::Semaphore;
 use vrouter_api::compose::{ComposeError, render_configs};
 use vrouter_api::constants::{FINALIZER, LABEL_BINDING, condition, reason};
-use vrouter_api::{RolloutStatus, VRouterBinding, VRouterBindingStatus, VRouterConfig, VRouterConfigSpec};
-use vrouter_rollout::{ConditionStatus, Decision, Frontier, Rollout, Target};
+use vrouter_api::{RolloutStatus, VRouterBinding, VRouterConfig};
+use vrouter_rollout::{ConditionStatus, Decision, Frontier, Rollout};
 
 use super::error::Error;
 use super::render_cache::RenderKey;
 use super::resolve::{self, ResolveError};
+use super::status::set_status_with;
 use super::writes::{write_all, write_config};
-use super::{BindingContext, decide, pause};
-use crate::runtime::conditions::{self, Wanted};
+use super::{BindingContext, decide, pause, waves};
+use crate::runtime::conditions::Wanted;
 use crate::runtime::crash_point::{self, CrashPoint};
 use crate::runtime::metrics::StateLabels;
 use crate::runtime::reconciler::Reconciler;
-use crate::runtime::{finalizers, own_writes, status_writes, stores};
+use crate::runtime::{finalizers, own_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterbinding";
 
@@ -173,24 +174,12 @@ async fn set_status(
     rollout: Option<RolloutStatus>,
     retrying: bool,
 ) -> Result<bool, Error> {
-    let current = binding.status.clone().unwrap_or_default();
-    let mut next: VRouterBindingStatus = current.clone();
-    let generation = binding.meta().generation;
-    conditions::summarise(
-        &mut next.conditions,
-        conditions::binding_summary(&ready, retrying),
-        generation,
-        Timestamp::now(),
-    );
-    next.observed_generation = generation;
-    if rollout.is_some() {
-        next.rollout = rollout;
-    }
-    let written = status_writes::patch_status(&ctx.client, binding, Some(&current), &next).await?;
-    if let Some(written) = &written {
-        ctx.status_writes.record_over(binding, written);
-    }
-    Ok(written.is_some())
+    set_status_with(ctx, binding, ready, retrying, |next| {
+        if rollout.is_some() {
+            next.rollout = rollout;
+        }
+    })
+    .await
 }
 
 async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Action, Error> {
@@ -253,14 +242,20 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
         pause::mark(&configs, &ctx.config_writes, &existing, true).await?;
     }
     let by_name: HashMap<String, &VRouterConfig> = existing.iter().map(|c| (c.name_any(), &**c)).collect();
-    let decision = decide_rollout(binding, &desired, &by_name)?;
-    carry_out(ctx, binding, &configs, &desired, &by_name, &decision).await?;
+    let requeue_after = match waves::policy(binding)? {
+        Some(policy) => waves::roll(ctx, binding, &configs, &desired, &by_name, &policy).await?,
+        None => {
+            let decision = decide_rollout(binding, &desired, &by_name)?;
+            carry_out(ctx, binding, &configs, &desired, &by_name, &decision).await?;
+            decision.requeue_after()
+        }
+    };
     if !paused {
         // After the specs are written: a config resumes with its newest spec.
         pause::mark(&configs, &ctx.config_writes, &existing, false).await?;
     }
     pause::announce(ctx, binding).await;
-    Ok(decide::next_action(decision.requeue_after()))
+    Ok(decide::next_action(requeue_after))
 }
 
 /// Whether a config write of this binding's own has not come back through
@@ -327,19 +322,7 @@ fn decide_rollout(
     desired: &[VRouterConfig],
     existing: &HashMap<String, &VRouterConfig>,
 ) -> Result<Decision, Error> {
-    let targets = desired
-        .iter()
-        .map(|d| {
-            Ok(Target {
-                name: d.spec.target_ref.name.clone(),
-                desired: d.spec.clone(),
-                existing: existing
-                    .get(&d.name_any())
-                    .map(|c| decide::existing_view(c))
-                    .transpose()?,
-            })
-        })
-        .collect::<Result<Vec<Target<VRouterConfigSpec>>, Error>>()?;
+    let targets = decide::walk_targets(desired, existing)?;
     let frontier = binding
         .status
         .as_ref()
