@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use vrouter_operator::server::webhooks::target_cache::TargetCache;
 
 use k8s_openapi::api::admissionregistration::v1::{
     RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
@@ -105,6 +106,7 @@ async fn replica(env: &TestEnv, ns: &TestNamespace, listener: TcpListener, check
         client: env.client(),
         metrics: Metrics::new(),
         templates: Arc::new(vrouter_render::TemplateEngine::new()),
+        targets: TargetCache::watch(env.client(), None),
     };
     let (stop, stopped) = watch::channel(false);
     // The server lives as long as the test process.

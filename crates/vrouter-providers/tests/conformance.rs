@@ -278,7 +278,10 @@ async fn every_provider_reports_vyos_refusing_a_config_and_keeps_the_running_one
             // The daemon's agent runs the script with one output stream.
             let output = format!("{}{}", outcome.stdout, outcome.stderr);
             assert!(output.contains(message), "{name}: {config:?}: {outcome:?}");
-            assert!(!outcome.succeeded(), "{name}: a config VyOS refused counted as applied: {outcome:?}");
+            assert!(
+                !outcome.succeeded(),
+                "{name}: a config VyOS refused counted as applied: {outcome:?}"
+            );
             assert_eq!(sandbox.running_config(), CONFIG.as_bytes(), "{name}: {config:?}");
             assert_eq!(
                 std::fs::read(sandbox.config_boot_path()).unwrap(),

@@ -430,7 +430,10 @@ async fn a_config_vyos_refuses_is_not_loaded<T: Transport>(rig: &Rig<T>) {
         ),
         "{outcome:?}"
     );
-    assert!(!outcome.succeeded(), "a config VyOS refused counted as applied: {outcome:?}");
+    assert!(
+        !outcome.succeeded(),
+        "a config VyOS refused counted as applied: {outcome:?}"
+    );
     assert_eq!(rig.view.loaded_configs().await.unwrap(), [config]);
     assert_eq!(rig.view.running_config().await.unwrap(), DEFAULT_CONFIG_BOOT.as_bytes());
     assert_eq!(rig.view.config_boot().await.unwrap(), DEFAULT_CONFIG_BOOT.as_bytes());
