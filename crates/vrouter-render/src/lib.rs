@@ -5,7 +5,6 @@ mod compose;
 mod config_boot;
 pub mod escape;
 mod failure_markers;
-pub mod go_template;
 mod merge;
 pub mod secrets;
 pub mod template;
