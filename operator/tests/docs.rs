@@ -715,6 +715,8 @@ impl Checker {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         match args.as_slice() {
             ["xtask", "test"] => proven_by(".ci/run", "cargo xtask test"),
+            // The quick loop is run by hand, not by the suite: the flag must exist.
+            ["xtask", "test", flags @ ..] => flags_exist("test", "Test {", "xtask/src/main.rs", flags),
             ["xtask", "gen-crds"] | ["xtask", "gen-crds", "--check"] => {
                 proven_by("xtask/src/test.rs", "gen_crds::run(root, true)")
             }

@@ -10,6 +10,7 @@ mod guest_image;
 mod image;
 mod oracles;
 mod prepare;
+mod quick_run;
 mod test;
 mod testenv_bins;
 
@@ -39,7 +40,11 @@ enum Command {
         check: bool,
     },
     /// Prepare everything the suite needs, then run all checks and tests.
-    Test,
+    Test {
+        /// Only the tests that need no heavy peer (no real guest, test node or Go operator), and no checks.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Build (when missing) the etcd, kube-apiserver, helm, vrouter-daemon and Go oracles the tests run against.
     Testenv,
     /// Build (when missing or changed) the test oracles under xtask/oracles/ (Go ones, and VyOS's config parser in OCaml).
@@ -64,7 +69,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::GenCrds { check } => gen_crds::run(&root, check),
         Command::ChartReadme { check } => chart_readme::run(&root, check),
-        Command::Test => test::run(&root),
+        Command::Test { quick } => test::run(&root, quick),
         Command::Testenv => testenv_bins::run(&root),
         Command::Oracles => oracles::run(&root),
         Command::GuestImage => guest_image::run(),

@@ -33,6 +33,11 @@ pub const TEST_PACKAGES: &[&str] = &[
     "stunnel4",
 ];
 
+/// What the quick loop (`cargo xtask test --quick`) runs against among
+/// [`TEST_PACKAGES`]: the agent, the daemon's Redis and `kill`; the rest
+/// serve the test node only.
+pub const QUICK_TEST_PACKAGES: &[&str] = &["qemu-guest-agent", "redis-server", "procps"];
+
 /// Installs the missing ones among `packages` with apt-get, running
 /// `apt-get update` once first. When this machine cannot install (no
 /// apt-get, not root), it says so and returns: the tests that need a

@@ -326,13 +326,8 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
 
 /// Builds whatever is missing or stale and returns the binaries' paths.
 pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
-    let cache = cache_dir()?;
+    let (cache, _lock) = locked_cache()?;
     let bin_dir = cache.join("bin");
-    fs::create_dir_all(&bin_dir).with_context(|| format!("creating {}", bin_dir.display()))?;
-    let lock_path = cache.join(".build.lock");
-    let lock = File::create(&lock_path).with_context(|| format!("creating {}", lock_path.display()))?;
-    lock.lock()
-        .with_context(|| format!("locking {}", lock_path.display()))?;
     let kube_apiserver = ensure_one(&cache, &KUBE_APISERVER)?;
     let kube_bin = |name: &str| bin_dir.join(name);
     let kubectl = ensure_one(&cache, &KUBECTL)?;
@@ -359,6 +354,32 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
         go_operator,
         oracles,
     })
+}
+
+/// What the quick loop (`cargo xtask test --quick`) runs against: all but
+/// the Go operator, which only the heavy migration tests start. (The node's
+/// binaries come with `kube-apiserver`'s build, so they stay.)
+pub fn ensure_quick(root: &Path) -> anyhow::Result<()> {
+    let (cache, _lock) = locked_cache()?;
+    for binary in [&KUBE_APISERVER, &KUBECTL, &ETCD, &HELM, &TOXIPROXY, &PROMTOOL] {
+        ensure_one(&cache, binary)?;
+    }
+    daemon::ensure(root, &cache)?;
+    oracles::ensure(root, &cache)?;
+    Ok(())
+}
+
+/// The cache directory, with `bin/` created and the build lock held (until
+/// the returned file is dropped), so two concurrent runs never build twice.
+fn locked_cache() -> anyhow::Result<(PathBuf, File)> {
+    let cache = cache_dir()?;
+    let bin_dir = cache.join("bin");
+    fs::create_dir_all(&bin_dir).with_context(|| format!("creating {}", bin_dir.display()))?;
+    let lock_path = cache.join(".build.lock");
+    let lock = File::create(&lock_path).with_context(|| format!("creating {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
+    Ok((cache, lock))
 }
 
 fn ensure_one(cache: &Path, binary: &GoBinary) -> anyhow::Result<PathBuf> {

@@ -6,7 +6,6 @@ mod compose;
 mod config_boot;
 pub mod escape;
 mod failure_markers;
-pub mod go_template;
 mod merge;
 pub mod secret_params;
 pub mod secrets;

@@ -99,17 +99,8 @@ pub fn merge_layers(layers: &[Value]) -> Result<Value, MergeError> {
     Ok(merged)
 }
 
-/// Names a JSON value's kind for error messages.
-pub(crate) fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+/// How a message names a value's JSON type, as the Go-compatible filters do.
+pub(crate) use vrouter_gotemplate::sprig::json_kind;
 
 #[cfg(test)]
 mod tests {

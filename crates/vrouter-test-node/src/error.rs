@@ -9,6 +9,9 @@ pub enum Error {
     /// or would not start; its message names the fix.
     #[error(transparent)]
     ControlPlane(#[from] vrouter_test_apiserver::Error),
+    /// The quick loop (`cargo xtask test --quick`) runs no test that needs the node.
+    #[error(transparent)]
+    HeavyInQuickLoop(#[from] vrouter_test_vm::quick_loop::HeavyInQuickLoop),
     /// A program of a Debian package the node runs is not installed.
     #[error(
         "{program} not found at {}: run `cargo xtask test` (which installs it) or \

@@ -51,6 +51,7 @@ impl TestNode {
     /// Starts the node and waits until it is Ready, with the pause and
     /// test images ([`crate::BUSYBOX_IMAGE`]) imported.
     pub async fn start() -> Result<TestNode, Error> {
+        vrouter_test_vm::quick_loop::refuse_heavy("the test node")?;
         require_root()?;
         vrouter_test_apiserver::Binaries::locate()?;
         let binaries = NodeBinaries::locate()?;

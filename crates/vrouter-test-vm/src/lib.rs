@@ -20,6 +20,7 @@ pub mod libvirt;
 pub mod probe;
 pub mod process;
 pub mod qemu;
+pub mod quick_loop;
 pub mod shared;
 
 use std::path::PathBuf;
@@ -42,6 +43,8 @@ pub enum VmError {
     Command { command: String, detail: String },
     #[error("{0} does not exist")]
     NoSuchPath(PathBuf),
+    #[error(transparent)]
+    HeavyInQuickLoop(#[from] quick_loop::HeavyInQuickLoop),
 }
 
 impl VmError {

@@ -56,6 +56,7 @@ pub struct Libvirt {
 
 impl Libvirt {
     pub fn start() -> Result<Self, VmError> {
+        crate::quick_loop::refuse_heavy("libvirtd (KubeVirt's real guests)")?;
         let missing = |program| VmError::Missing {
             program,
             how: HOW_TO_GET_LIBVIRT,

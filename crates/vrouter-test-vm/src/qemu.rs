@@ -67,6 +67,7 @@ impl QemuGuest {
     /// Boots the base image with `overlay` laid over it. Returns once QEMU
     /// runs; the agent answers some seconds later ([`Self::wait_for_agent`]).
     pub fn boot(name: &str, overlay: Archive) -> Result<Self, VmError> {
+        crate::quick_loop::refuse_heavy("a real guest (QEMU)")?;
         let image = GuestImage::locate()?;
         let dir = Scratch(scratch_dir(name).map_err(VmError::io("creating the guest's directory"))?);
         image.initramfs_with(overlay, &dir.path().join("initramfs.cpio"))?;

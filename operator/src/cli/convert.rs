@@ -1,5 +1,5 @@
 //! `vrouter-operator convert`: the VRouterTemplates of manifest files, from the
-//! Go operator's `text/template` + sprig to tera (`vrouter_render::go_template`).
+//! Go operator's `text/template` + sprig to tera (`vrouter_gotemplate`).
 //!
 //! Only the `spec.config` and `spec.commands` of VRouterTemplates change, and
 //! only when they are Go templates (a field tera already accepts is left as it
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use kube::Resource;
 use serde_json::Value;
 use vrouter_api::VRouterTemplate;
-use vrouter_render::go_template::convert;
+use vrouter_gotemplate::convert;
 use vrouter_render::{TemplateEngine, TemplateKind};
 
 /// Exit code when a template could not be converted.
@@ -146,7 +146,7 @@ fn convert_object(engine: &TemplateEngine, file: &str, value: &Value) -> (Vec<(&
         if engine.check(name, kind, source).is_ok() {
             continue;
         }
-        match convert(source, kind) {
+        match convert(source, kind, engine) {
             Ok(conversion) => {
                 findings
                     .notes

@@ -123,6 +123,7 @@ impl GoOperator {
         vars: &[(&str, &str)],
         health: SocketAddr,
     ) -> Self {
+        vrouter_test_vm::quick_loop::refuse_heavy("the Go vrouter-operator").unwrap_or_else(|e| panic!("{e}"));
         let binary = vrouter_test_apiserver::go_operator()
             .unwrap_or_else(|e| panic!("cannot start the Go vrouter-operator: {e}; {HOW_TO_GET_IT}"));
         let log = std::fs::File::create(dir.path().join("operator.log")).unwrap();

@@ -4,7 +4,7 @@
 //!
 //! - `gotemplate`: Go `text/template` + sprig as the Go vrouter-operator renders
 //!   (sprig's function map without its denylist), for vrouter-render's
-//!   differential tests of `go_template::convert`.
+//!   differential tests of `vrouter_gotemplate::convert`.
 //! - `kstatus`: sigs.k8s.io/cli-utils' kstatus status computation (what Flux
 //!   reads health with), for the operator's test that the conditions it writes
 //!   are read as Current, InProgress and Failed by the real library. It shares

@@ -415,7 +415,7 @@ fn explain_go(id: &TemplateId, source: &str, error: TemplateError) -> TemplateEr
     if !matches!(error, TemplateError::Syntax { .. }) {
         return error;
     }
-    match crate::go_template::detect(source, id.kind) {
+    match vrouter_gotemplate::detect(source, id.kind, &TemplateEngine::new()) {
         Some(go) => TemplateError::GoSyntax {
             template: id.clone(),
             location: go.location,

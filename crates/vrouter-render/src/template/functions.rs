@@ -12,9 +12,9 @@ use serde_json::Value;
 use tera::{Filter, Function, Tera};
 
 use super::budget::{limit_error, with_active};
-use super::sprig;
 use super::{Limit, TemplateKind};
 use crate::escape::{command_word, config_value};
+use vrouter_gotemplate::sprig;
 
 /// Filters templates may use. `default` and `safe` are handled by tera's renderer
 /// itself and are allowed too (see [`is_allowed_filter`]).
@@ -134,7 +134,7 @@ pub(crate) fn install(tera: &mut Tera) {
     tera.register_function(NULL, |_: &HashMap<String, Value>| -> tera::Result<Value> {
         Ok(Value::Null)
     });
-    sprig::install(tera);
+    super::go_compat::install(tera);
     tera.register_function(CONCAT, concat);
     tera.register_function(CONCAT_TRUTHY, concat_truthy);
     tera.register_filter(BOUNDED, bounded);

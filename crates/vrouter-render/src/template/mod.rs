@@ -4,13 +4,12 @@ mod budget;
 mod engine;
 mod error;
 mod functions;
-pub(crate) mod go_fmt;
+mod go_compat;
 mod interpolations;
 mod limits;
 mod paths;
 mod sandbox;
 mod scan;
-pub(crate) mod sprig;
 
 pub use engine::{PreparedTemplates, TemplateEngine, TemplateSource};
 pub use error::{Limit, Location, TemplateError, TemplateId, TemplateKind, TemplateWarning};

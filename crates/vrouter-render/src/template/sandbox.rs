@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use tera::ast::{Expr, ExprVal, FunctionCall, LogicOperator, Node, WS};
 
 use super::functions::{self, BOUNDED, CONCAT, CONCAT_TRUTHY, FUNCTIONS, NULL, TESTS, TICK};
-use super::sprig::{NIL_TOLERANT_ARGS, NIL_TOLERANT_FILTERS, NIL_TOLERANT_FUNCTIONS};
+use vrouter_gotemplate::sprig::{NIL_TOLERANT_ARGS, NIL_TOLERANT_FILTERS, NIL_TOLERANT_FUNCTIONS};
 
 /// Something the template uses that the sandbox does not allow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,7 +175,9 @@ fn validate_function(call: &FunctionCall) -> Result<(), Violation> {
             format!(
                 "it is not one of the available functions ({}, {})",
                 FUNCTIONS.join(", "),
-                super::sprig::function_names().collect::<Vec<_>>().join(", ")
+                vrouter_gotemplate::sprig::function_names()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         };
         return Err(Violation::new(

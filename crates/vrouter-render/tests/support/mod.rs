@@ -10,8 +10,6 @@
 
 #![allow(dead_code)]
 
-pub mod differential;
-pub mod go_oracle;
 pub mod oracle;
 pub mod rng;
 pub mod vyos_config;

@@ -5,11 +5,11 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
-use vrouter_render::go_template::convert;
+use vrouter_gotemplate::convert;
 use vrouter_render::testing::BashHarness;
-use vrouter_render::{TemplateKind, TemplateSource, render_apply_script, render_templates};
+use vrouter_render::{TemplateEngine, TemplateKind, TemplateSource, render_apply_script, render_templates};
 
-use super::vyos_config::parse_vyos1x;
+use vrouter_render::testing::config_boot::{self, parse_vyos1x};
 
 pub type Argv = Vec<(String, Vec<String>)>;
 
@@ -35,7 +35,7 @@ pub struct Node {
     pub children: Option<Vec<Node>>,
 }
 
-fn plain(nodes: &[super::vyos_config::Node]) -> Vec<Node> {
+fn plain(nodes: &[config_boot::Node]) -> Vec<Node> {
     nodes
         .iter()
         .map(|n| Node {
@@ -53,7 +53,7 @@ pub fn config_nodes(config: &str) -> Result<Vec<Node>, String> {
 
 /// Our side: converts `go_source` and renders it with `params`.
 pub fn ours(name: &str, kind: TemplateKind, go_source: &str, params: &Value) -> Result<String, String> {
-    let converted = convert(go_source, kind).map_err(|e| format!("convert: {e}"))?;
+    let converted = convert(go_source, kind, &TemplateEngine::new()).map_err(|e| format!("convert: {e}"))?;
     let source = match kind {
         TemplateKind::Config => TemplateSource {
             name,

@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 
 use super::{Call, Result};
-use crate::go_template::tera_expr::Te;
+use crate::tera_expr::Te;
 
 pub(super) fn eq(c: &mut Call<'_, '_>) -> Result<Te> {
     c.arity(2, usize::MAX)?;
@@ -113,7 +113,7 @@ pub(crate) fn may_be_param(te: &Te, go_valued: &HashSet<String>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::go_template::tera_expr::Path;
+    use crate::tera_expr::Path;
 
     fn var(name: &str) -> Te {
         Te::Path(Path::var(name))

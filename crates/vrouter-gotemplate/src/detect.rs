@@ -7,7 +7,7 @@
 //! construct, its tera form, and the convert command.
 
 use super::parse::{self, Node, Pipeline, Tag, Term};
-use crate::{Location, TemplateKind};
+use crate::{Check, Location, TemplateKind};
 
 /// The first Go construct of a source tera cannot parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,25 +19,28 @@ pub struct GoSyntax {
     pub tera: Option<String>,
 }
 
-/// `Some` when `source` is a Go template using Go's syntax.
-pub fn detect(source: &str, kind: TemplateKind) -> Option<GoSyntax> {
+/// `Some` when `source` is a Go template using Go's syntax. `check` is what
+/// [`crate::convert`] checks the tera form with.
+pub fn detect(source: &str, kind: TemplateKind, check: &dyn Check) -> Option<GoSyntax> {
     if !source.contains("{{") {
         return None;
     }
     let nodes = parse::parse(source).ok()?;
     let tag = first_go_tag(&nodes)?;
     let go = source[tag.span.clone()].to_owned();
-    let tera = super::convert_mapped(source, kind).ok().and_then(|(conversion, map)| {
-        // What the tag became, possibly with the quotes around it or the word
-        // it was part of.
-        let parts: Vec<&str> = map
-            .iter()
-            .filter(|(out, g)| !out.is_empty() && g.start < tag.span.end && tag.span.start < g.end.max(g.start + 1))
-            .map(|(out, _)| &conversion.tera[out.clone()])
-            .filter(|t| t.starts_with("{{") || t.starts_with("{%") || t.starts_with("{#"))
-            .collect();
-        (!parts.is_empty()).then(|| parts.concat())
-    });
+    let tera = super::convert_mapped(source, kind, check)
+        .ok()
+        .and_then(|(conversion, map)| {
+            // What the tag became, possibly with the quotes around it or the word
+            // it was part of.
+            let parts: Vec<&str> = map
+                .iter()
+                .filter(|(out, g)| !out.is_empty() && g.start < tag.span.end && tag.span.start < g.end.max(g.start + 1))
+                .map(|(out, _)| &conversion.tera[out.clone()])
+                .filter(|t| t.starts_with("{{") || t.starts_with("{%") || t.starts_with("{#"))
+                .collect();
+            (!parts.is_empty()).then(|| parts.concat())
+        });
     Some(GoSyntax {
         location: super::location(source, tag.span.start),
         go,

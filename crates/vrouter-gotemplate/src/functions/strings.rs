@@ -1,8 +1,8 @@
 //! sprig's string functions of more than one value, and `quote`.
 
 use super::{Call, Result};
-use crate::go_template::tera_expr::Te;
-use crate::go_template::translate::Ctx;
+use crate::tera_expr::Te;
+use crate::translate::Ctx;
 
 pub(super) fn quote(c: &mut Call<'_, '_>) -> Result<Te> {
     if c.n != 1 {

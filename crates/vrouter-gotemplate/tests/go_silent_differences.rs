@@ -11,9 +11,9 @@ mod support;
 use serde_json::{Value, json};
 use support::differential::{config_nodes, ours, run_commands, word_split};
 use support::go_oracle::GoOracle;
-use vrouter_render::TemplateKind;
-use vrouter_render::go_template::convert;
+use vrouter_gotemplate::convert;
 use vrouter_render::testing::BashHarness;
+use vrouter_render::{TemplateEngine, TemplateKind};
 
 use TemplateKind::{Commands, Config};
 
@@ -72,7 +72,7 @@ impl Differential {
             return Err(format!("{what}: the case must render in Go: {:?}", go.error));
         };
         if let Expect::Refused(line, column, reason) = c.expect {
-            return match convert(template, c.kind) {
+            return match convert(template, c.kind, &TemplateEngine::new()) {
                 Ok(converted) => Err(format!(
                     "{what}: converted, must be refused\n{}\nGo:\n{go}\nours:\n{:?}",
                     converted.tera,
@@ -92,7 +92,9 @@ impl Differential {
             };
         }
         let ours = ours("t", c.kind, template, &c.params).map_err(|e| format!("{what}: {e}"))?;
-        let tera = convert(template, c.kind).map(|c| c.tera).unwrap_or_default();
+        let tera = convert(template, c.kind, &TemplateEngine::new())
+            .map(|c| c.tera)
+            .unwrap_or_default();
         let differ = |how: &str| {
             Err(format!(
                 "{what}: {how} differ\nGo:\n{go:?}\nours:\n{ours:?}\nconverted:\n{tera}"
@@ -546,7 +548,7 @@ fn generated_trim_layouts_keep_go_s_text() {
     let mut compared = 0;
     for template in &cases {
         let go = d.oracle.render(template, &params).json;
-        if go.error.is_some() || convert(template, Commands).is_err() {
+        if go.error.is_some() || convert(template, Commands, &TemplateEngine::new()).is_err() {
             continue;
         }
         match d.check(&case(Commands, template.as_str(), params.clone(), Expect::SameText)) {
@@ -627,7 +629,7 @@ fn generated_quoting_and_number_templates_run_what_go_ran_or_are_refused() {
         if go.error.is_some() {
             continue;
         }
-        if convert(template, Commands).is_err() {
+        if convert(template, Commands, &TemplateEngine::new()).is_err() {
             refused += 1;
             continue;
         }

@@ -1,14 +1,14 @@
-//! `go_template::convert`: what each Go construct becomes, what is refused and
+//! `convert`: what each Go construct becomes, what is refused and
 //! where, and the engine recognising a Go template. (That the conversions render
 //! what Go renders is `go_differential.rs` and `go_generated.rs`.)
 
-use vrouter_render::go_template::{convert, detect};
-use vrouter_render::{TemplateEngine, TemplateError, TemplateKind};
+use vrouter_gotemplate::{TemplateKind, convert, detect};
+use vrouter_render::{TemplateEngine, TemplateError};
 
 /// The conversion of `go` as the arguments of a command (where the engine
 /// accepts values), without the command.
 fn tera(go: &str) -> String {
-    match convert(&format!("set x {go}"), TemplateKind::Commands) {
+    match convert(&format!("set x {go}"), TemplateKind::Commands, &TemplateEngine::new()) {
         Ok(c) => c.tera.strip_prefix("set x ").expect("the command stays").to_owned(),
         Err(e) => panic!("{go:?}: {e}"),
     }
@@ -165,13 +165,18 @@ fn what_cannot_be_converted_is_reported_with_its_location() {
         ("echo \"$HOME {{ .x }}\"", (1, 7), "shell"),
     ];
     for (go, (line, column), reason) in cases {
-        let err = convert(go, TemplateKind::Commands).unwrap_err();
+        let err = convert(go, TemplateKind::Commands, &TemplateEngine::new()).unwrap_err();
         let p = &err.problems[0];
         assert_eq!((p.location.line, p.location.column), (line, column), "{go}: {err}");
         assert!(p.reason.contains(reason), "{go}: {err}");
     }
     // Every problem is reported, not only the first.
-    let err = convert("{{ now }}\n{{ uuidv4 }}", TemplateKind::Commands).unwrap_err();
+    let err = convert(
+        "{{ now }}\n{{ uuidv4 }}",
+        TemplateKind::Commands,
+        &TemplateEngine::new(),
+    )
+    .unwrap_err();
     assert_eq!(err.problems.len(), 2, "{err}");
 }
 
@@ -180,6 +185,7 @@ fn quotes_and_comments_written_around_values_are_noted() {
     let c = convert(
         "set system host-name {{ quote .h }}\n# for {{ .site }}\n",
         TemplateKind::Commands,
+        &TemplateEngine::new(),
     )
     .unwrap();
     assert_eq!(c.tera, "set system host-name {{ h }}\n# for \n");
@@ -189,6 +195,7 @@ fn quotes_and_comments_written_around_values_are_noted() {
     let c = convert(
         "set system host-name {{ printf \"%q\" .h }}\n{{ printf \"set system domain-name %s\" (squote .d) }}\n",
         TemplateKind::Commands,
+        &TemplateEngine::new(),
     )
     .unwrap();
     assert_eq!(c.tera, "set system host-name {{ h }}\nset system domain-name {{ d }}\n");
@@ -219,12 +226,12 @@ fn the_engine_recognises_go_templates_and_names_the_tera_form() {
     assert!(message.contains("Go template syntax"), "{message}");
     assert!(message.contains("vrouter-operator convert"), "{message}");
     // After conversion the same engine accepts it.
-    let converted = convert(source, TemplateKind::Commands).unwrap();
+    let converted = convert(source, TemplateKind::Commands, &engine).unwrap();
     engine.check("bgp", TemplateKind::Commands, &converted.tera).unwrap();
     // A template that is not Go keeps tera's own error.
     let err = engine.check("t", TemplateKind::Commands, "{{ x y }}").unwrap_err();
     assert!(matches!(err, TemplateError::Syntax { .. }), "{err}");
-    assert!(detect("{% for x in l %}{% endfor %}", TemplateKind::Commands).is_none());
+    assert!(detect("{% for x in l %}{% endfor %}", TemplateKind::Commands, &engine).is_none());
 }
 
 #[test]

@@ -1129,7 +1129,7 @@ pub(crate) fn number_text(n: Number) -> String {
 
 /// Go's `%v` of a float64 constant.
 pub(crate) fn go_float_v(f: f64) -> String {
-    crate::template::go_fmt::format_g(f, None, false)
+    crate::go_fmt::format_g(f, None, false)
 }
 
 /// The verbs of a printf format with their byte ranges; `None` when it has

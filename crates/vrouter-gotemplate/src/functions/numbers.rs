@@ -1,7 +1,7 @@
 //! sprig's integer math.
 
 use super::{Call, Result};
-use crate::go_template::tera_expr::Te;
+use crate::tera_expr::Te;
 
 /// `add`, `sub`, `mul`, `mod`, folded left over their arguments.
 pub(super) fn arithmetic(c: &mut Call<'_, '_>) -> Result<Te> {

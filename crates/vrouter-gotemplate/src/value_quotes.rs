@@ -89,7 +89,7 @@ fn writes_quotes(format: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::go_template::tera_expr::Path;
+    use crate::tera_expr::Path;
 
     fn var(name: &str) -> Te {
         Te::Path(Path::var(name))

@@ -13,9 +13,9 @@ use std::path::Path;
 use serde_json::{Value, json};
 use support::differential::{config_nodes, ours, run_commands, word_split};
 use support::go_oracle::GoOracle;
-use vrouter_render::TemplateKind;
-use vrouter_render::go_template::convert;
+use vrouter_gotemplate::convert;
 use vrouter_render::testing::BashHarness;
+use vrouter_render::{TemplateEngine, TemplateKind};
 
 struct Template {
     file: String,
@@ -254,7 +254,7 @@ fn templates_that_render_no_valid_config_are_refused_with_their_location() {
     for doc in serde_yaml::Deserializer::from_str(&text) {
         let doc: Value = serde::Deserialize::deserialize(doc).unwrap();
         let source = doc["spec"]["config"].as_str().unwrap();
-        let err = convert(source, TemplateKind::Config).unwrap_err();
+        let err = convert(source, TemplateKind::Config, &TemplateEngine::new()).unwrap_err();
         assert_eq!(err.problems.len(), 1, "{source}: {err}");
         let problem = &err.problems[0];
         assert_eq!(problem.location.line, 1, "{source}: {err}");
@@ -273,7 +273,7 @@ fn the_go_originals_apply_script_template_is_refused_with_its_location() {
     // internal/provider/qga/script.go (spec §7.4): a here-document whose
     // delimiter is interpolated inside quotes.
     let template = "configure\n{{- if .Config }}\nload /dev/stdin <<'{{ .Delimiter }}'\n{{ .Config }}\n{{ .Delimiter }}\n{{- end }}\ncommit\n";
-    let err = convert(template, TemplateKind::Commands).unwrap_err();
+    let err = convert(template, TemplateKind::Commands, &TemplateEngine::new()).unwrap_err();
     assert_eq!(err.problems.len(), 1, "{err}");
     let problem = &err.problems[0];
     assert_eq!((problem.location.line, problem.location.column), (3, 20), "{err}");

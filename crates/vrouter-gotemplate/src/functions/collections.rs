@@ -1,8 +1,8 @@
 //! sprig's list and dict functions.
 
 use super::{Call, Result};
-use crate::go_template::tera_expr::{Seg, Te, is_word};
-use crate::go_template::translate::Ctx;
+use crate::tera_expr::{Seg, Te, is_word};
+use crate::translate::Ctx;
 
 /// `list` and `tuple`.
 pub(super) fn list(c: &mut Call<'_, '_>) -> Result<Te> {

@@ -2,8 +2,8 @@
 //! `fail`.
 
 use super::{Call, Result};
-use crate::go_template::tera_expr::Te;
-use crate::go_template::translate::Ctx;
+use crate::tera_expr::Te;
+use crate::translate::Ctx;
 
 pub(super) fn and_or(c: &mut Call<'_, '_>) -> Result<Te> {
     c.arity(1, usize::MAX)?;

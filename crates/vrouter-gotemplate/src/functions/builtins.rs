@@ -5,8 +5,8 @@ use std::collections::HashSet;
 
 use super::comparison::may_be_param;
 use super::{Call, Result, index};
-use crate::go_template::tera_expr::Te;
-use crate::go_template::translate::verbs;
+use crate::tera_expr::Te;
+use crate::translate::verbs;
 
 pub(super) fn index_call(c: &mut Call<'_, '_>) -> Result<Te> {
     c.arity(1, usize::MAX)?;

@@ -1,7 +1,7 @@
 //! sprig's regular expression functions.
 
 use super::{Call, Result};
-use crate::go_template::tera_expr::Te;
+use crate::tera_expr::Te;
 
 /// `regexMatch` and `regexFind` (and their `must` forms).
 pub(super) fn first(c: &mut Call<'_, '_>) -> Result<Te> {

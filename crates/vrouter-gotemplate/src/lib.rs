@@ -1,45 +1,22 @@
-//! Converting Go `text/template` + sprig templates (the Go vrouter-operator's) to
-//! this engine's tera, and recognising them.
-//!
-//! [`convert`] parses a Go template, rewrites it as tera that renders the same
-//! text for the same params under this engine's rules, and checks the result with
-//! the engine as admission would. What has no faithful tera form is reported with
-//! its line and column and nothing is written: a conversion never changes what a
-//! template does without saying so. [`Conversion::notes`] list the places where
-//! the converted template is deliberately different (a value's hand-written
-//! quotes removed, because the engine quotes values itself).
-//!
-//! ```
-//! use vrouter_render::TemplateKind;
-//! use vrouter_render::go_template::convert;
-//!
-//! let go = "{{ range .neighbors }}\nset protocols bgp {{ $.asn }} neighbor {{ .ip }} remote-as {{ .remoteAs }}\n{{ end }}";
-//! let converted = convert(go, TemplateKind::Commands)?;
-//! assert_eq!(
-//!     converted.tera,
-//!     "{% for neighbor in neighbors | values %}\nset protocols bgp {{ asn }} neighbor {{ neighbor.ip }} remote-as {{ neighbor.remoteAs }}\n{% endfor %}"
-//! );
-//! # Ok::<(), vrouter_render::go_template::ConvertError>(())
-//! ```
-//!
-//! The Go semantics kept, and the few differences, are listed in
-//! `docs/templates.md` ("From the Go operator's templates").
+#![doc = include_str!("../README.md")]
 
 mod assemble;
 mod detect;
 mod functions;
+mod go_fmt;
 mod parse;
 mod quoting;
+mod source;
+pub mod sprig;
 mod tera_expr;
 mod translate;
 mod value_quotes;
 
 use std::fmt;
 
-pub use detect::{GoSyntax, detect};
-
-use crate::{Location, TemplateEngine, TemplateError, TemplateKind};
 use assemble::Piece;
+pub use detect::{GoSyntax, detect};
+pub use source::{Location, TemplateKind};
 use tera_expr::{Printer, Slot};
 
 /// A converted template.
@@ -109,17 +86,38 @@ pub struct ConvertError {
     pub problems: Vec<Problem>,
 }
 
+/// What a converted template must pass: the checks admission makes. The
+/// renderer's engine (`vrouter_render::TemplateEngine`) implements it; this
+/// crate cannot call it, as the engine itself uses [`detect`].
+pub trait Check {
+    /// `Ok`, or why the engine refuses `tera` as a template of `kind`.
+    fn check_conversion(&self, kind: TemplateKind, tera: &str) -> Result<(), Refusal>;
+}
+
+/// The engine's refusal of a converted template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Where in the tera source, when the engine names a place.
+    pub location: Option<Location>,
+    /// The engine's message.
+    pub message: String,
+}
+
 /// Converts one Go template source (a VRouterTemplate's `config` or `commands`)
-/// to tera.
-pub fn convert(source: &str, kind: TemplateKind) -> Result<Conversion, ConvertError> {
-    convert_mapped(source, kind).map(|(conversion, _)| conversion)
+/// to tera, which must pass `check`.
+pub fn convert(source: &str, kind: TemplateKind, check: &dyn Check) -> Result<Conversion, ConvertError> {
+    convert_mapped(source, kind, check).map(|(conversion, _)| conversion)
 }
 
 /// [`convert`], with which stretch of the output came from which stretch of the
 /// Go source.
 type SourceMap = Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>;
 
-fn convert_mapped(source: &str, kind: TemplateKind) -> Result<(Conversion, SourceMap), ConvertError> {
+fn convert_mapped(
+    source: &str,
+    kind: TemplateKind,
+    check: &dyn Check,
+) -> Result<(Conversion, SourceMap), ConvertError> {
     let nodes = parse::parse(source).map_err(|e| ConvertError {
         problems: vec![Problem::at(
             source,
@@ -166,8 +164,9 @@ fn convert_mapped(source: &str, kind: TemplateKind) -> Result<(Conversion, Sourc
         }
     };
     // The result must pass the checks admission makes.
-    if let Err(error) = TemplateEngine::new().check_converted(kind, &printed.text) {
-        let at = error_location(&error)
+    if let Err(refusal) = check.check_conversion(kind, &printed.text) {
+        let at = refusal
+            .location
             .map(|l| offset_of(&printed.text, l))
             .and_then(|offset| {
                 printed
@@ -181,7 +180,7 @@ fn convert_mapped(source: &str, kind: TemplateKind) -> Result<(Conversion, Sourc
             source,
             at,
             snippet(source, at),
-            format!("the converted template is refused by the engine: {error}"),
+            format!("the converted template is refused by the engine: {}", refusal.message),
         ));
         return fail(problems);
     }
@@ -252,16 +251,6 @@ impl translate::Translator<'_> {
             reason: e.0,
         })?;
         Ok((printer.prelude, text))
-    }
-}
-
-fn error_location(error: &TemplateError) -> Option<Location> {
-    match error {
-        TemplateError::Syntax { location, .. }
-        | TemplateError::NotAllowed { location, .. }
-        | TemplateError::LimitExceeded { location, .. } => *location,
-        TemplateError::MisplacedInterpolation { location, .. } => Some(*location),
-        _ => None,
     }
 }
 

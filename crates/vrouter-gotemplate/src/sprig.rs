@@ -1,5 +1,5 @@
 //! Filters and functions with the semantics of Go `text/template` builtins and
-//! sprig, for templates converted from the Go operator (`crate::go_template`).
+//! sprig, for templates converted from the Go operator ([`crate::convert`]).
 //!
 //! tera's own filters stay as they are; where a sprig function has no tera
 //! counterpart with the same behaviour, it is added here under its sprig name in
@@ -17,15 +17,22 @@
 use std::collections::HashMap;
 
 use serde_json::{Map, Number, Value};
-use tera::Tera;
 
-use super::budget::{Budget, with_active};
-use super::functions::value_size;
-use super::go_fmt;
-use crate::merge::json_kind;
+use crate::go_fmt;
+
+/// What a filter or function may spend: the render's budget implements it,
+/// and checks each one's time and result size around the call itself.
+pub trait Budget {
+    /// The largest value, in bytes, a filter may build.
+    fn max_value_bytes(&self) -> usize;
+    /// Refuses a value of `size` bytes before it is built.
+    fn check_value_size(&self, size: usize) -> tera::Result<()>;
+    /// Refuses a range or repetition of `requested` items before it is built.
+    fn check_range_len(&self, requested: u128) -> tera::Result<()>;
+}
 
 /// Filters whose input may be undefined: it arrives as null, as Go passes nil.
-pub(crate) const NIL_TOLERANT_FILTERS: &[&str] = &[
+pub const NIL_TOLERANT_FILTERS: &[&str] = &[
     "if_empty",
     "if_not_empty",
     "has",
@@ -42,7 +49,7 @@ pub(crate) const NIL_TOLERANT_FILTERS: &[&str] = &[
 ];
 
 /// Filter arguments that may be undefined (Go passes nil to these parameters).
-pub(crate) const NIL_TOLERANT_ARGS: &[(&str, &str)] = &[
+pub const NIL_TOLERANT_ARGS: &[(&str, &str)] = &[
     ("if_empty", "value"),
     ("if_not_empty", "value"),
     ("ternary", "yes"),
@@ -54,13 +61,15 @@ pub(crate) const NIL_TOLERANT_ARGS: &[(&str, &str)] = &[
 ];
 
 /// Functions whose arguments (and list arguments' elements) may be undefined.
-pub(crate) const NIL_TOLERANT_FUNCTIONS: &[&str] = &["printf", "print", "println", "dict", "coalesce"];
+pub const NIL_TOLERANT_FUNCTIONS: &[&str] = &["printf", "print", "println", "dict", "coalesce"];
 
-type FilterFn = fn(&Value, &HashMap<String, Value>, &Budget) -> tera::Result<Value>;
-type FunctionFn = fn(&HashMap<String, Value>, &Budget) -> tera::Result<Value>;
+/// A filter: its input, its named arguments, the budget it draws on.
+pub type FilterFn = fn(&Value, &HashMap<String, Value>, &dyn Budget) -> tera::Result<Value>;
+/// A function: its named arguments, the budget it draws on.
+pub type FunctionFn = fn(&HashMap<String, Value>, &dyn Budget) -> tera::Result<Value>;
 
 /// Every filter added for converted templates (input: sprig's last argument).
-const FILTERS: &[&[(&str, FilterFn)]] = &[
+pub const FILTERS: &[&[(&str, FilterFn)]] = &[
     CHOICE_FILTERS,
     STRING_FILTERS,
     COLLECTION_FILTERS,
@@ -69,42 +78,18 @@ const FILTERS: &[&[(&str, FilterFn)]] = &[
 ];
 
 /// Whether `name` is a filter of this module.
-pub(crate) fn is_filter(name: &str) -> bool {
+pub fn is_filter(name: &str) -> bool {
     FILTERS.iter().flat_map(|family| family.iter()).any(|(n, _)| *n == name)
 }
 
 /// Whether `name` is a function of this module.
-pub(crate) fn is_function(name: &str) -> bool {
+pub fn is_function(name: &str) -> bool {
     FUNCTIONS.iter().any(|(n, _)| *n == name)
 }
 
 /// The names of this module's functions, for messages.
-pub(crate) fn function_names() -> impl Iterator<Item = &'static str> {
+pub fn function_names() -> impl Iterator<Item = &'static str> {
     FUNCTIONS.iter().map(|(n, _)| *n)
-}
-
-/// Registers every filter and function of this module on `tera`.
-pub(crate) fn install(tera: &mut Tera) {
-    for &(name, f) in FILTERS.iter().flat_map(|family| family.iter()) {
-        tera.register_filter(name, move |value: &Value, args: &HashMap<String, Value>| {
-            with_active(|budget| {
-                budget.check_time()?;
-                let out = f(value, args, budget)?;
-                budget.check_value_size(value_size(&out))?;
-                Ok(out)
-            })
-        });
-    }
-    for &(name, f) in FUNCTIONS {
-        tera.register_function(name, move |args: &HashMap<String, Value>| {
-            with_active(|budget| {
-                budget.check_time()?;
-                let out = f(args, budget)?;
-                budget.check_value_size(value_size(&out))?;
-                Ok(out)
-            })
-        });
-    }
 }
 
 /// Choosing between values: Go's `and` and `or` results, `default`, `ternary`.
@@ -337,7 +322,7 @@ const REGEX_FILTERS: &[(&str, FilterFn)] = &[
 ];
 
 /// Functions added for converted templates.
-const FUNCTIONS: &[(&str, FunctionFn)] = &[
+pub const FUNCTIONS: &[(&str, FunctionFn)] = &[
     ("printf", |a, b| {
         let format = str_arg(a, "printf", "format")?;
         let args = optional_list(a, "printf", "args")?;
@@ -366,6 +351,18 @@ const FUNCTIONS: &[(&str, FunctionFn)] = &[
 
 /// A map's entries by key, as Go's `range`, `fmt` and `encoding/json` order them
 /// (serde_json's map is sorted too, unless a crate turns on `preserve_order`).
+/// How a message names a value's JSON type ("a string", "an array").
+pub fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 pub(crate) fn sorted(map: &Map<String, Value>) -> Vec<(&String, &Value)> {
     let mut entries: Vec<_> = map.iter().collect();
     entries.sort_by(|a, b| a.0.cmp(b.0));
@@ -420,7 +417,7 @@ fn list<'a>(value: &'a Value, f: &str) -> tera::Result<&'a Vec<Value>> {
         .ok_or_else(|| tera::Error::msg(format!("`{f}` needs a list, not {}", json_kind(value))))
 }
 
-fn ternary(value: &Value, args: &HashMap<String, Value>, _: &Budget) -> tera::Result<Value> {
+fn ternary(value: &Value, args: &HashMap<String, Value>, _: &dyn Budget) -> tera::Result<Value> {
     match value {
         Value::Bool(true) => Ok(arg(args, "ternary", "yes")?.clone()),
         Value::Bool(false) => Ok(arg(args, "ternary", "no")?.clone()),
@@ -431,7 +428,7 @@ fn ternary(value: &Value, args: &HashMap<String, Value>, _: &Budget) -> tera::Re
     }
 }
 
-fn has(value: &Value, args: &HashMap<String, Value>, _: &Budget) -> tera::Result<Value> {
+fn has(value: &Value, args: &HashMap<String, Value>, _: &dyn Budget) -> tera::Result<Value> {
     let needle = arg(args, "has", "value")?;
     match value {
         Value::Null => Ok(Value::Bool(false)),
@@ -443,7 +440,7 @@ fn has(value: &Value, args: &HashMap<String, Value>, _: &Budget) -> tera::Result
     }
 }
 
-fn has_key(value: &Value, args: &HashMap<String, Value>, _: &Budget) -> tera::Result<Value> {
+fn has_key(value: &Value, args: &HashMap<String, Value>, _: &dyn Budget) -> tera::Result<Value> {
     let key = str_arg(args, "has_key", "key")?;
     match value {
         Value::Null => Ok(Value::Bool(false)),
@@ -482,7 +479,7 @@ fn title(s: &str) -> String {
     out
 }
 
-fn repeat(value: &Value, args: &HashMap<String, Value>, budget: &Budget) -> tera::Result<Value> {
+fn repeat(value: &Value, args: &HashMap<String, Value>, budget: &dyn Budget) -> tera::Result<Value> {
     let s = string(value, "repeat")?;
     let count = int_arg(args, "repeat", "count")?;
     let count = usize::try_from(count).map_err(|_| tera::Error::msg("`repeat`: negative count"))?;
@@ -503,7 +500,7 @@ fn byte_slice<'a>(s: &'a str, start: usize, end: usize, f: &str) -> tera::Result
         .ok_or_else(|| tera::Error::msg(format!("`{f}`: the byte range [{start}:{end}] cuts a character in two")))
 }
 
-fn substr(value: &Value, args: &HashMap<String, Value>, _: &Budget) -> tera::Result<Value> {
+fn substr(value: &Value, args: &HashMap<String, Value>, _: &dyn Budget) -> tera::Result<Value> {
     let s = string(value, "substr")?;
     let start = int_arg(args, "substr", "start")?;
     let end = int_arg(args, "substr", "end")?;
@@ -523,7 +520,7 @@ fn substr(value: &Value, args: &HashMap<String, Value>, _: &Budget) -> tera::Res
     Ok(out.into())
 }
 
-fn trunc(value: &Value, args: &HashMap<String, Value>, _: &Budget) -> tera::Result<Value> {
+fn trunc(value: &Value, args: &HashMap<String, Value>, _: &dyn Budget) -> tera::Result<Value> {
     let s = string(value, "trunc")?;
     let c = int_arg(args, "trunc", "length")?;
     let len = s.len() as i64;
@@ -540,7 +537,7 @@ fn trunc(value: &Value, args: &HashMap<String, Value>, _: &Budget) -> tera::Resu
 fn indent(
     value: &Value,
     args: &HashMap<String, Value>,
-    budget: &Budget,
+    budget: &dyn Budget,
     f: &str,
     newline: bool,
 ) -> tera::Result<Value> {
@@ -554,7 +551,7 @@ fn indent(
     Ok(if newline { format!("\n{body}") } else { body }.into())
 }
 
-fn len(value: &Value, _: &HashMap<String, Value>, _: &Budget) -> tera::Result<Value> {
+fn len(value: &Value, _: &HashMap<String, Value>, _: &dyn Budget) -> tera::Result<Value> {
     match value {
         // Go counts a string's bytes.
         Value::String(s) => Ok(Value::from(s.len())),
@@ -564,7 +561,7 @@ fn len(value: &Value, _: &HashMap<String, Value>, _: &Budget) -> tera::Result<Va
     }
 }
 
-fn keys(value: &Value, _: &HashMap<String, Value>, _: &Budget) -> tera::Result<Value> {
+fn keys(value: &Value, _: &HashMap<String, Value>, _: &dyn Budget) -> tera::Result<Value> {
     match value {
         Value::Null => Ok(Value::Array(Vec::new())),
         // Sorted: Go's map order is random, so any template that worked did not
@@ -581,7 +578,7 @@ fn keys(value: &Value, _: &HashMap<String, Value>, _: &Budget) -> tera::Result<V
 
 /// What Go's `range` visits: a list's (index, element), a map's (key, value) in
 /// key order, an integer n's 0 to n-1 (Go 1.22), nothing for null.
-fn range_items(value: &Value, f: &str, budget: &Budget) -> tera::Result<Vec<(Value, Value)>> {
+fn range_items(value: &Value, f: &str, budget: &dyn Budget) -> tera::Result<Vec<(Value, Value)>> {
     match value {
         Value::Null => Ok(Vec::new()),
         Value::Number(n) if n.is_i64() || n.is_u64() => {
@@ -605,7 +602,7 @@ fn range_items(value: &Value, f: &str, budget: &Budget) -> tera::Result<Vec<(Val
     }
 }
 
-fn sort_alpha(value: &Value, _: &HashMap<String, Value>, _: &Budget) -> tera::Result<Value> {
+fn sort_alpha(value: &Value, _: &HashMap<String, Value>, _: &dyn Budget) -> tera::Result<Value> {
     let mut strings: Vec<String> = match value {
         Value::Array(items) => items
             .iter()
@@ -723,7 +720,7 @@ fn extreme(args: &HashMap<String, Value>, f: &str, pick: fn(i64, i64) -> i64) ->
     Ok(Value::from(iter.fold(first, pick)))
 }
 
-fn dig(value: &Value, args: &HashMap<String, Value>, _: &Budget) -> tera::Result<Value> {
+fn dig(value: &Value, args: &HashMap<String, Value>, _: &dyn Budget) -> tera::Result<Value> {
     let keys = list(arg(args, "dig", "keys")?, "dig")?;
     let default = arg(args, "dig", "default")?;
     let mut current = value;
