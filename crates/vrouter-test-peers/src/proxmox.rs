@@ -103,6 +103,9 @@ struct State {
     seen: Mutex<Vec<Seen>>,
     absent_status: AtomicU16,
     max_read: AtomicUsize,
+    /// Large file-read answers wait here until this many are ready, then
+    /// all go at once (see [`FakeProxmox::gather_large_reads`]).
+    large_reads: Mutex<Option<Arc<tokio::sync::Barrier>>>,
     /// One turn per agent socket: the agent serves one connection at a time,
     /// so VMs sharing an agent (scale tests) take turns on it.
     agents: Mutex<HashMap<PathBuf, QgaSocket>>,
@@ -159,6 +162,7 @@ impl FakeProxmox {
             seen: Mutex::new(Vec::new()),
             absent_status: AtomicU16::new(500),
             max_read: AtomicUsize::new(MAX_READ_SIZE),
+            large_reads: Mutex::new(None),
             agents: Mutex::new(HashMap::new()),
             stalled: Mutex::new(Vec::new()),
             handshakes: AtomicUsize::new(0),
@@ -311,6 +315,14 @@ impl FakeProxmox {
     /// (what Proxmox VE answers) or 404.
     pub fn set_absent_status(&self, status: u16) {
         self.state.absent_status.store(status, Ordering::SeqCst);
+    }
+
+    /// The next `count` `agent/file-read` answers of more than 1 MiB are
+    /// held until all of them are ready, then sent at once: the client
+    /// meets that many large answers together (a memory benchmark's worst
+    /// case), however its own calls happen to be spread in time.
+    pub fn gather_large_reads(&self, count: usize) {
+        *self.state.large_reads.lock().unwrap() = Some(Arc::new(tokio::sync::Barrier::new(count)));
     }
 
     /// `agent/file-read` reads at most this many bytes (Proxmox: 16 MiB).
@@ -629,7 +641,9 @@ async fn node_request(
             let Some(file) = query_value(query, "file") else {
                 return param_error("file", "property is missing and it is not optional");
             };
-            file_read(&agent, &file, state.max_read.load(Ordering::SeqCst)).await
+            let answer = file_read(&agent, &file, state.max_read.load(Ordering::SeqCst)).await;
+            gather_if_large(state, &answer).await;
+            answer
         }
         _ => return fail(501, &format!("Method '{method} agent/{command}' not implemented")),
     };
@@ -747,6 +761,17 @@ async fn exec_status(agent: &VmAgent, pid: i64) -> Result<Answer, AgentFailure> 
         }
     }
     Ok(ok(status))
+}
+
+/// Waits with the other large answers, while [`FakeProxmox::gather_large_reads`] asks.
+async fn gather_if_large(state: &State, answer: &Result<Answer, AgentFailure>) {
+    let large = matches!(answer, Ok(a) if hyper::body::Body::size_hint(a.body()).exact().is_some_and(|n| n > 1 << 20));
+    let barrier = state.large_reads.lock().unwrap().clone();
+    if let (true, Some(barrier)) = (large, barrier)
+        && barrier.wait().await.is_leader()
+    {
+        *state.large_reads.lock().unwrap() = None;
+    }
 }
 
 async fn file_read(agent: &VmAgent, file: &str, max: usize) -> Result<Answer, AgentFailure> {

@@ -4,6 +4,7 @@
 pub mod api;
 mod clients;
 mod http;
+mod large_answers;
 mod tls;
 mod trust;
 mod verifier;
@@ -453,11 +454,15 @@ impl GuestAgent for ProxmoxProvider {
     }
 
     async fn exec_status(&self, pid: i64) -> Result<ExecStatus, ProviderError> {
-        let result: Result<api::ExecStatusData, ProviderError> = self
-            .on_node(Method::GET, &format!("agent/exec-status?pid={pid}"), None, true)
-            .await;
-        let data = match result {
-            Ok(data) => data,
+        let suffix = format!("agent/exec-status?pid={pid}");
+        // The answer is kept until the outcome is made: a large one holds
+        // its place at the gate (`large_answers`) for as long as its copies live.
+        let result = self
+            .on_node_answer(Method::GET, &suffix, None, true)
+            .await
+            .and_then(|answer| Ok((decode::<api::ExecStatusData>(&answer, &Method::GET, &suffix)?, answer)));
+        let (data, _answer) = match result {
+            Ok(decoded) => decoded,
             Err(ProviderError::Agent { desc, .. })
                 if vrouter_qga::is_unknown_pid(
                     vrouter_qga::command::names::EXEC_STATUS,
@@ -471,29 +476,7 @@ impl GuestAgent for ProxmoxProvider {
             }
             Err(e) => return Err(e),
         };
-        if !api::truthy(&data.exited) {
-            return Ok(ExecStatus::Running);
-        }
-        let text = |s: &Option<String>| {
-            String::from_utf8_lossy(&api::latin1_to_bytes(s.as_deref().unwrap_or(""))).into_owned()
-        };
-        let mut stdout = text(&data.out_data);
-        let mut stderr = text(&data.err_data);
-        if api::truthy(&data.out_truncated) {
-            stdout.push_str("\n[stdout truncated by the guest agent]");
-        }
-        if api::truthy(&data.err_truncated) {
-            stderr.push_str("\n[stderr truncated by the guest agent]");
-        }
-        let (exit_code, error) = exit_of(data.exitcode, data.signal);
-        Ok(ExecStatus::Exited(ExecOutcome {
-            exit_code,
-            stdout,
-            stderr,
-            error,
-            stdout_truncated: api::truthy(&data.out_truncated),
-            signal: data.exitcode.is_none().then_some(data.signal).flatten(),
-        }))
+        Ok(status_of(data))
     }
 
     /// One `file-write` when it fits; otherwise parts assembled by a shell
@@ -581,6 +564,32 @@ impl AgentProvider for ProxmoxProvider {
         let vms = self.vms.get(|| list_vms(&self.client, &self.token)).await?;
         Ok(state_of(&vms, self.vmid).is_running())
     }
+}
+
+/// What an `agent/exec-status` answer says, with the output streams as text.
+fn status_of(data: api::ExecStatusData) -> ExecStatus {
+    if !api::truthy(&data.exited) {
+        return ExecStatus::Running;
+    }
+    let text =
+        |s: &Option<String>| String::from_utf8_lossy(&api::latin1_to_bytes(s.as_deref().unwrap_or(""))).into_owned();
+    let mut stdout = text(&data.out_data);
+    let mut stderr = text(&data.err_data);
+    if api::truthy(&data.out_truncated) {
+        stdout.push_str("\n[stdout truncated by the guest agent]");
+    }
+    if api::truthy(&data.err_truncated) {
+        stderr.push_str("\n[stderr truncated by the guest agent]");
+    }
+    let (exit_code, error) = exit_of(data.exitcode, data.signal);
+    ExecStatus::Exited(ExecOutcome {
+        exit_code,
+        stdout,
+        stderr,
+        error,
+        stdout_truncated: api::truthy(&data.out_truncated),
+        signal: data.exitcode.is_none().then_some(data.signal).flatten(),
+    })
 }
 
 /// The `data` of `answer`'s envelope, borrowing from its body where `T`
