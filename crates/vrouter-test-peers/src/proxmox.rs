@@ -103,9 +103,11 @@ struct State {
     seen: Mutex<Vec<Seen>>,
     absent_status: AtomicU16,
     max_read: AtomicUsize,
-    /// Large file-read answers wait here until this many are ready, then
-    /// all go at once (see [`FakeProxmox::gather_large_reads`]).
-    large_reads: Mutex<Option<Arc<tokio::sync::Barrier>>>,
+    /// Large file-read answers wait here to go together (see
+    /// [`FakeProxmox::gather_large_reads`]).
+    large_reads: Mutex<Option<Gathering>>,
+    /// `agent/file-read` answers of more than 1 MiB sent.
+    large_answers: AtomicUsize,
     /// One turn per agent socket: the agent serves one connection at a time,
     /// so VMs sharing an agent (scale tests) take turns on it.
     agents: Mutex<HashMap<PathBuf, QgaSocket>>,
@@ -163,6 +165,7 @@ impl FakeProxmox {
             absent_status: AtomicU16::new(500),
             max_read: AtomicUsize::new(MAX_READ_SIZE),
             large_reads: Mutex::new(None),
+            large_answers: AtomicUsize::new(0),
             agents: Mutex::new(HashMap::new()),
             stalled: Mutex::new(Vec::new()),
             handshakes: AtomicUsize::new(0),
@@ -317,12 +320,22 @@ impl FakeProxmox {
         self.state.absent_status.store(status, Ordering::SeqCst);
     }
 
-    /// The next `count` `agent/file-read` answers of more than 1 MiB are
-    /// held until all of them are ready, then sent at once: the client
-    /// meets that many large answers together (a memory benchmark's worst
-    /// case), however its own calls happen to be spread in time.
+    /// `agent/file-read` answers of more than 1 MiB are held until `count`
+    /// of them are ready, then sent at once, so the client meets them
+    /// together (a memory benchmark's worst case) however its calls happen
+    /// to be spread in time. None is held longer than [`GATHER_WINDOW`]:
+    /// the client's request timeout must not end the wait first.
     pub fn gather_large_reads(&self, count: usize) {
-        *self.state.large_reads.lock().unwrap() = Some(Arc::new(tokio::sync::Barrier::new(count)));
+        *self.state.large_reads.lock().unwrap() = Some(Gathering {
+            wanted: count,
+            arrived: Arc::new(AtomicUsize::new(0)),
+            released: Arc::new(tokio::sync::Notify::new()),
+        });
+    }
+
+    /// `agent/file-read` answers of more than 1 MiB sent so far.
+    pub fn large_answers(&self) -> usize {
+        self.state.large_answers.load(Ordering::SeqCst)
     }
 
     /// `agent/file-read` reads at most this many bytes (Proxmox: 16 MiB).
@@ -763,15 +776,36 @@ async fn exec_status(agent: &VmAgent, pid: i64) -> Result<Answer, AgentFailure> 
     Ok(ok(status))
 }
 
+/// The longest a large answer is held for the others.
+pub const GATHER_WINDOW: Duration = Duration::from_secs(4);
+
+/// Large answers gathering to go together.
+#[derive(Clone)]
+struct Gathering {
+    wanted: usize,
+    arrived: Arc<AtomicUsize>,
+    released: Arc<tokio::sync::Notify>,
+}
+
 /// Waits with the other large answers, while [`FakeProxmox::gather_large_reads`] asks.
 async fn gather_if_large(state: &State, answer: &Result<Answer, AgentFailure>) {
     let large = matches!(answer, Ok(a) if hyper::body::Body::size_hint(a.body()).exact().is_some_and(|n| n > 1 << 20));
-    let barrier = state.large_reads.lock().unwrap().clone();
-    if let (true, Some(barrier)) = (large, barrier)
-        && barrier.wait().await.is_leader()
-    {
-        *state.large_reads.lock().unwrap() = None;
+    if !large {
+        return;
     }
+    state.large_answers.fetch_add(1, Ordering::SeqCst);
+    let Some(gathering) = state.large_reads.lock().unwrap().clone() else {
+        return;
+    };
+    let released = gathering.released.notified();
+    tokio::pin!(released);
+    released.as_mut().enable();
+    if gathering.arrived.fetch_add(1, Ordering::SeqCst) + 1 >= gathering.wanted {
+        *state.large_reads.lock().unwrap() = None;
+        gathering.released.notify_waiters();
+        return;
+    }
+    let _ = tokio::time::timeout(GATHER_WINDOW, released).await;
 }
 
 async fn file_read(agent: &VmAgent, file: &str, max: usize) -> Result<Answer, AgentFailure> {
