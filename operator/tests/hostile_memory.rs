@@ -190,6 +190,14 @@ async fn peak_memory_under_hostile_guests_stays_under_the_chart_limit() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     tokio::time::sleep(after).await;
+    // Still running: a guest's answer must never cost the operator its
+    // Lease (a missed renewal ends the process) or its life.
+    if let Some(exit) = operator.exited() {
+        panic!(
+            "the operator exited ({exit}) while the hostile guests answered: {}",
+            tail(&operator.log())
+        );
+    }
     let reads = large_reads(&pve);
     let exec_statuses = pve
         .seen()

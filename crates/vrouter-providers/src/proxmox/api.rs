@@ -91,6 +91,12 @@ pub(crate) fn truthy(v: &Value) -> bool {
     }
 }
 
+/// The longest output stream the Proxmox provider keeps as text. A guest
+/// agent sends at most this much output per stream (qemu-ga's own cap), so
+/// only output that is not UTF-8, each such byte shown as U+FFFD (three
+/// bytes), makes longer text.
+pub(crate) const MAX_OUTPUT_TEXT_BYTES: usize = vrouter_qga::constants::MAX_READ_FILE_BYTES;
+
 /// The bytes behind a string Proxmox decoded from base64.
 ///
 /// Proxmox decodes agent data into a Perl byte string and serialises it as
