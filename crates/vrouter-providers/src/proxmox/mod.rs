@@ -707,6 +707,17 @@ mod tests {
             err_truncated: serde_json::json!(0),
         });
         let error = bounded(inflated).unwrap_err().to_string();
+        // Output at the agent's own cap, truncated by it, keeps its note.
+        let truncated = status_of(api::ExecStatusData {
+            exited: serde_json::json!(1),
+            exitcode: Some(0),
+            signal: None,
+            out_data: Some("a".repeat(vrouter_qga::constants::MAX_READ_FILE_BYTES)),
+            err_data: None,
+            out_truncated: serde_json::json!(1),
+            err_truncated: serde_json::json!(0),
+        });
+        assert!(bounded(truncated).is_ok());
         assert!(error.contains("the stdout of a guest command as text"), "{error}");
         assert!(error.contains(&api::MAX_OUTPUT_TEXT_BYTES.to_string()), "{error}");
     }
