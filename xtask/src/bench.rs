@@ -7,6 +7,7 @@
 //! them with cargo and reads what they wrote, so xtask stays free of the
 //! operator's dependencies.
 
+mod hostile_memory;
 mod scale;
 mod template_review;
 mod vyos_differential;
@@ -57,6 +58,8 @@ pub struct Options {
 pub enum Section {
     /// The admission check of the worst template the limits allow.
     TemplateReview,
+    /// The operator's peak memory under guests answering at the caps.
+    HostileMemory,
 }
 
 /// Budgets of the benchmarks this issue added, in milliseconds; the other
@@ -77,6 +80,12 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
         println!("==> rewrote the template review section of {}", page.display());
         return Ok(());
     }
+    if let Some(Section::HostileMemory) = options.only {
+        let page = root.join("docs/benchmarks.md");
+        hostile_memory::update_page(root, &page)?;
+        println!("==> rewrote the hostile-guest memory section of {}", page.display());
+        return Ok(());
+    }
     crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
     crate::testenv_bins::run(root)?;
     crate::oracles::run(root)?;
@@ -90,10 +99,12 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
     let criterion = read_criterion(&target_dir(root).join("criterion"), since)?;
     let criterion_secs = started.elapsed().as_secs();
 
+    let (memory_section, memory_ok) = hostile_memory::run(root)?;
     let injection_section = injection_run(root)?
         + &template_review::run(root)?
         + &vyos_differential::run(root)?
-        + &webhook_admission::run(root)?;
+        + &webhook_admission::run(root)?
+        + &memory_section;
     let scale = scale_runs(options)
         .iter()
         .map(|run| scale::measure(root, run))
@@ -117,6 +128,12 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
     let path = root.join("docs/benchmarks.md");
     std::fs::write(&path, doc).with_context(|| format!("writing {}", path.display()))?;
     println!("==> wrote {} in {} s", path.display(), started.elapsed().as_secs());
+    if !memory_ok {
+        bail!(
+            "the operator's peak memory under hostile guests is over its budget (see {})",
+            path.display()
+        );
+    }
     Ok(())
 }
 

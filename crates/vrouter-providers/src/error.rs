@@ -3,8 +3,20 @@
 //! stopped VM on [`ProviderError::VmNotFound`], …); the message names what was
 //! wrong and never carries a credential.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
+
+/// The most of one text a peer chose (an agent's description, a guest
+/// command's stderr, the reason phrase of an HTTP answer, an answer that
+/// does not parse) an error shows, in bytes. A guest may send megabytes;
+/// its error goes into logs and, cut again, into a status message.
+pub const MAX_PEER_TEXT_BYTES: usize = 512;
+
+/// `text` cut to [`MAX_PEER_TEXT_BYTES`], marked when cut.
+fn peer_text(text: &str) -> Cow<'_, str> {
+    vrouter_api::text::cut(text, MAX_PEER_TEXT_BYTES)
+}
 
 /// One failed attempt to reach one Proxmox endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,14 +131,14 @@ pub enum ProviderError {
     NotSupported { provider: &'static str, what: String },
 
     /// The router's boot-time configuration unit has not finished yet.
-    #[error("router not ready: {unit} has SubState {substate:?}, ready means \"exited\"")]
+    #[error("router not ready: {unit} has SubState {:?}, ready means \"exited\"", peer_text(.substate))]
     NotReady { unit: String, substate: String },
 
-    #[error("unknown guest OS id {id:?} (from {source_name}); known ids: vyos, dozenos")]
+    #[error("unknown guest OS id {:?} (from {source_name}); known ids: vyos, dozenos", peer_text(.id))]
     UnknownGuestOs { id: String, source_name: String },
 
     /// The guest agent answered with an error.
-    #[error("guest agent refused {command}: {class}: {desc}")]
+    #[error("guest agent refused {command}: {}: {}", peer_text(.class), peer_text(.desc))]
     Agent {
         command: String,
         class: String,
@@ -134,7 +146,7 @@ pub enum ProviderError {
     },
 
     /// The guest agent is not running or not answering.
-    #[error("guest agent unavailable: {reason}")]
+    #[error("guest agent unavailable: {}", peer_text(.reason))]
     AgentUnavailable { reason: String },
 
     /// A payload exceeds what the transport can carry; nothing was written.
@@ -147,14 +159,14 @@ pub enum ProviderError {
     },
 
     /// A command in the guest failed where the provider needed it to succeed.
-    #[error("{command} in the guest failed (exit code {exit_code}): {stderr}")]
+    #[error("{command} in the guest failed (exit code {exit_code}): {}", peer_text(.stderr))]
     GuestCommand {
         command: String,
         exit_code: i64,
         stderr: String,
     },
 
-    #[error("{method} {path} on {endpoint} answered HTTP {status}: {message}")]
+    #[error("{method} {path} on {endpoint} answered HTTP {status}: {}", peer_text(.message))]
     Http {
         endpoint: String,
         method: String,
@@ -248,7 +260,7 @@ pub enum ProviderError {
     Render(String),
 
     /// Any other failure of a guest-agent call; the typed source tells which.
-    #[error("guest agent call to {peer} failed: {source}")]
+    #[error("guest agent call to {peer} failed: {}", peer_text(&.source.to_string()))]
     GuestAgentCall {
         peer: String,
         #[source]
@@ -256,7 +268,7 @@ pub enum ProviderError {
     },
 
     /// The peer answered something this client cannot interpret.
-    #[error("unexpected answer from {peer}: {detail}")]
+    #[error("unexpected answer from {peer}: {}", peer_text(.detail))]
     Protocol { peer: String, detail: String },
 
     /// An apply run in the background (vrouter-daemon's `ApplyConfig`) is

@@ -8,12 +8,13 @@ mod guest;
 pub mod kept_providers;
 pub mod kubevirt;
 pub mod lookup_cache;
+mod off_runtime;
 mod outcome;
 mod provider;
 pub mod proxmox;
 mod proxmox_trust_source;
 
-pub use error::{Attempts, EndpointFailure, KubeAccess, ProviderError};
+pub use error::{Attempts, EndpointFailure, KubeAccess, MAX_PEER_TEXT_BYTES, ProviderError};
 pub use factory::{FactoryContext, KubeLookup, ObjectLookup, StaticLookup, build_provider};
 pub use guest::{
     GuestPaths, GuestTiming, RUNNING_CONFIG_FOLLOWS, check_then_read_argv, excerpt, parse_proc_uptime, parse_substate,

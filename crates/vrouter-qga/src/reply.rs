@@ -73,7 +73,8 @@ impl Reply {
     /// itself. Transports that receive the raw reply text (`virsh
     /// qemu-agent-command` prints it) can use this too.
     pub fn from_envelope(value: Value) -> Result<Reply, String> {
-        let envelope: Envelope = serde_json::from_value(value).map_err(|e| format!("not a reply envelope: {e}"))?;
+        let envelope: Envelope =
+            serde_json::from_value(value).map_err(|e| format!("not a reply envelope: {}", bounded(e.to_string())))?;
         match (envelope.ret, envelope.error) {
             (Some(ret), None) => Ok(Reply::Return(ret)),
             (None, Some(error)) => Ok(Reply::Error(AgentError::new(error.class, error.desc))),
@@ -108,7 +109,25 @@ fn shape(value: &Value) -> String {
 
 /// Reads a `return` value into `T`, or says what is wrong with it.
 pub(crate) fn decode<T: DeserializeOwned>(value: Value) -> Result<T, String> {
-    serde_json::from_value(value).map_err(|e| e.to_string())
+    serde_json::from_value(value).map_err(|e| bounded(e.to_string()))
+}
+
+/// The most of a decoding error kept, in bytes. serde quotes the value it
+/// refused (`invalid type: string "…"`), and an agent may send a string of
+/// megabytes where a number belongs.
+const MAX_DETAIL_BYTES: usize = 256;
+
+/// `detail` cut to [`MAX_DETAIL_BYTES`] on a character boundary, marked.
+fn bounded(mut detail: String) -> String {
+    if detail.len() > MAX_DETAIL_BYTES {
+        let mut end = MAX_DETAIL_BYTES;
+        while !detail.is_char_boundary(end) {
+            end -= 1;
+        }
+        detail.truncate(end);
+        detail.push_str("… [cut]");
+    }
+    detail
 }
 
 /// `guest-file-read`'s return value.
@@ -196,6 +215,17 @@ mod tests {
             let message = Reply::from_envelope(value.clone()).unwrap_err();
             assert!(message.contains(expected), "{value}: {message}");
         }
+    }
+
+    #[test]
+    fn a_refused_value_is_quoted_in_bounded_length() {
+        let long = "7".repeat(1 << 20);
+        let message = decode::<ExecWire>(json!({ "pid": long })).unwrap_err();
+        assert!(message.starts_with("invalid type: string \"777"), "{message}");
+        assert!(message.len() <= MAX_DETAIL_BYTES + "… [cut]".len(), "{}", message.len());
+        let message = Reply::from_envelope(json!({"error": {"class": long, "desc": 1}})).unwrap_err();
+        assert!(message.len() <= 300, "{}", message.len());
+        assert_eq!(bounded("é".repeat(200)), format!("{}… [cut]", "é".repeat(128)));
     }
 
     #[test]

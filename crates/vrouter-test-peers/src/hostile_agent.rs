@@ -8,9 +8,11 @@
 //! Every byte a guest's agent sends is its tenant's to choose, and a real
 //! `qemu-ga` cannot be made to send most of them (a `/proc/uptime` of
 //! `1e20`, a reply of 64 MiB, one byte per minute); this stand-in can. It
-//! knows only what a read of a file needs (`guest-file-open`, `-read`,
-//! `-close`) plus `guest-ping` and the sync: any other command is answered
-//! with `CommandNotFound`, so a test that needs more fails loudly.
+//! knows what a read of a file needs (`guest-file-open`, `-read`,
+//! `-close`), `guest-exec` and `guest-exec-status` (each answered with the
+//! raw line a test sets, see [`HostileAgent::set_exec`]), plus `guest-ping`
+//! and the sync: any other command is answered with `CommandNotFound`, so a
+//! test that needs more fails loudly.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -37,9 +39,21 @@ pub enum FileAnswer {
     RawReply(Vec<u8>),
 }
 
+/// What `guest-exec` and every `guest-exec-status` after it answer: raw
+/// reply lines (without their newline), whatever pid is asked about.
+#[derive(Clone, Debug)]
+pub struct ExecAnswer {
+    pub started: Vec<u8>,
+    pub status: Vec<u8>,
+}
+
 #[derive(Default)]
 struct State {
     files: Mutex<HashMap<String, FileAnswer>>,
+    exec: Mutex<Option<ExecAnswer>>,
+    /// When set, every reply is written one byte per this pause.
+    drip: Mutex<Option<Duration>>,
+    statuses: AtomicUsize,
     /// handle -> (path, bytes already read)
     open: Mutex<HashMap<i64, (String, usize)>>,
     next_handle: AtomicUsize,
@@ -90,6 +104,22 @@ impl HostileAgent {
         self.state.files.lock().unwrap().insert(path.to_owned(), answer);
     }
 
+    /// From now on, `guest-exec` and `guest-exec-status` answer `answer`.
+    pub fn set_exec(&self, answer: ExecAnswer) {
+        *self.state.exec.lock().unwrap() = Some(answer);
+    }
+
+    /// From now on, every reply (the sync's too) goes out one byte per
+    /// `every`; `None` sends each at once again.
+    pub fn set_drip(&self, every: Option<Duration>) {
+        *self.state.drip.lock().unwrap() = every;
+    }
+
+    /// `guest-exec-status` commands answered so far.
+    pub fn statuses(&self) -> usize {
+        self.state.statuses.load(Ordering::SeqCst)
+    }
+
     /// `guest-file-read` commands answered so far.
     pub fn reads(&self) -> usize {
         self.state.reads.load(Ordering::SeqCst)
@@ -105,11 +135,26 @@ async fn serve(stream: UnixStream, state: Arc<State>) {
         let Ok(command) = serde_json::from_slice::<Value>(&line) else {
             continue;
         };
-        let reply = answer(&state, &command).await;
-        if write.write_all(&reply).await.is_err() || write.write_all(b"\n").await.is_err() {
+        let mut reply = answer(&state, &command).await;
+        reply.push(b'\n');
+        let drip = *state.drip.lock().unwrap();
+        if send(&mut write, &reply, drip).await.is_err() {
             return;
         }
     }
+}
+
+/// Writes `reply` at once, or one byte per `drip`.
+async fn send(write: &mut (impl AsyncWriteExt + Unpin), reply: &[u8], drip: Option<Duration>) -> std::io::Result<()> {
+    let Some(every) = drip else {
+        return write.write_all(reply).await;
+    };
+    for byte in reply {
+        write.write_all(std::slice::from_ref(byte)).await?;
+        write.flush().await?;
+        tokio::time::sleep(every).await;
+    }
+    Ok(())
 }
 
 /// The reply line (without its newline) to `command`.
@@ -127,6 +172,15 @@ async fn answer(state: &State, command: &Value) -> Vec<u8> {
         "guest-ping" | "guest-file-close" => ret(json!({})),
         "guest-file-open" => open(state, &arguments),
         "guest-file-read" => read(state, &arguments).await,
+        "guest-exec" | "guest-exec-status" if state.exec.lock().unwrap().is_some() => {
+            let answer = state.exec.lock().unwrap().clone().expect("checked above");
+            if execute == "guest-exec" {
+                answer.started
+            } else {
+                state.statuses.fetch_add(1, Ordering::SeqCst);
+                answer.status
+            }
+        }
         other => {
             json!({"error": {"class": "CommandNotFound", "desc": format!("The command {other} has not been found")}})
                 .to_string()

@@ -103,6 +103,11 @@ struct State {
     seen: Mutex<Vec<Seen>>,
     absent_status: AtomicU16,
     max_read: AtomicUsize,
+    /// Large file-read answers wait here to go together (see
+    /// [`FakeProxmox::gather_large_reads`]).
+    large_reads: Mutex<Option<Gathering>>,
+    /// `agent/file-read` answers of more than 1 MiB sent.
+    large_answers: AtomicUsize,
     /// One turn per agent socket: the agent serves one connection at a time,
     /// so VMs sharing an agent (scale tests) take turns on it.
     agents: Mutex<HashMap<PathBuf, QgaSocket>>,
@@ -159,6 +164,8 @@ impl FakeProxmox {
             seen: Mutex::new(Vec::new()),
             absent_status: AtomicU16::new(500),
             max_read: AtomicUsize::new(MAX_READ_SIZE),
+            large_reads: Mutex::new(None),
+            large_answers: AtomicUsize::new(0),
             agents: Mutex::new(HashMap::new()),
             stalled: Mutex::new(Vec::new()),
             handshakes: AtomicUsize::new(0),
@@ -311,6 +318,24 @@ impl FakeProxmox {
     /// (what Proxmox VE answers) or 404.
     pub fn set_absent_status(&self, status: u16) {
         self.state.absent_status.store(status, Ordering::SeqCst);
+    }
+
+    /// `agent/file-read` answers of more than 1 MiB are held until `count`
+    /// of them are ready, then sent at once, so the client meets them
+    /// together (a memory benchmark's worst case) however its calls happen
+    /// to be spread in time. None is held longer than [`GATHER_WINDOW`]:
+    /// the client's request timeout must not end the wait first.
+    pub fn gather_large_reads(&self, count: usize) {
+        *self.state.large_reads.lock().unwrap() = Some(Gathering {
+            wanted: count,
+            arrived: Arc::new(AtomicUsize::new(0)),
+            released: Arc::new(tokio::sync::Notify::new()),
+        });
+    }
+
+    /// `agent/file-read` answers of more than 1 MiB sent so far.
+    pub fn large_answers(&self) -> usize {
+        self.state.large_answers.load(Ordering::SeqCst)
     }
 
     /// `agent/file-read` reads at most this many bytes (Proxmox: 16 MiB).
@@ -629,7 +654,9 @@ async fn node_request(
             let Some(file) = query_value(query, "file") else {
                 return param_error("file", "property is missing and it is not optional");
             };
-            file_read(&agent, &file, state.max_read.load(Ordering::SeqCst)).await
+            let answer = file_read(&agent, &file, state.max_read.load(Ordering::SeqCst)).await;
+            gather_if_large(state, &answer).await;
+            answer
         }
         _ => return fail(501, &format!("Method '{method} agent/{command}' not implemented")),
     };
@@ -747,6 +774,38 @@ async fn exec_status(agent: &VmAgent, pid: i64) -> Result<Answer, AgentFailure> 
         }
     }
     Ok(ok(status))
+}
+
+/// The longest a large answer is held for the others.
+pub const GATHER_WINDOW: Duration = Duration::from_secs(4);
+
+/// Large answers gathering to go together.
+#[derive(Clone)]
+struct Gathering {
+    wanted: usize,
+    arrived: Arc<AtomicUsize>,
+    released: Arc<tokio::sync::Notify>,
+}
+
+/// Waits with the other large answers, while [`FakeProxmox::gather_large_reads`] asks.
+async fn gather_if_large(state: &State, answer: &Result<Answer, AgentFailure>) {
+    let large = matches!(answer, Ok(a) if hyper::body::Body::size_hint(a.body()).exact().is_some_and(|n| n > 1 << 20));
+    if !large {
+        return;
+    }
+    state.large_answers.fetch_add(1, Ordering::SeqCst);
+    let Some(gathering) = state.large_reads.lock().unwrap().clone() else {
+        return;
+    };
+    let released = gathering.released.notified();
+    tokio::pin!(released);
+    released.as_mut().enable();
+    if gathering.arrived.fetch_add(1, Ordering::SeqCst) + 1 >= gathering.wanted {
+        *state.large_reads.lock().unwrap() = None;
+        gathering.released.notify_waiters();
+        return;
+    }
+    let _ = tokio::time::timeout(GATHER_WINDOW, released).await;
 }
 
 async fn file_read(agent: &VmAgent, file: &str, max: usize) -> Result<Answer, AgentFailure> {

@@ -13,6 +13,7 @@ pub mod finalizers;
 pub mod leader;
 pub mod metrics;
 pub mod object_gauges;
+pub mod off_runtime;
 pub mod one_apply_per_router;
 pub mod own_writes;
 pub mod recently_ready;

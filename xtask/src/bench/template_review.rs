@@ -33,19 +33,20 @@ pub fn run(root: &Path) -> anyhow::Result<String> {
 pub fn update_page(root: &Path, page: &Path) -> anyhow::Result<()> {
     let section = run(root)?;
     let text = std::fs::read_to_string(page).with_context(|| format!("reading {}", page.display()))?;
-    std::fs::write(page, replace_section(&text, &section)).with_context(|| format!("writing {}", page.display()))
+    std::fs::write(page, replace_section(&text, HEADING, &section))
+        .with_context(|| format!("writing {}", page.display()))
 }
 
-/// `page` with the section starting at [`HEADING`] (up to the next `## ` heading
-/// or the end) replaced by `section`, or with `section` appended.
-fn replace_section(page: &str, section: &str) -> String {
-    let Some(start) = page.find(&format!("\n{HEADING}\n")) else {
+/// `page` with the section starting at `heading` (up to the next `## `
+/// heading or the end) replaced by `section`, or with `section` appended.
+pub(super) fn replace_section(page: &str, heading: &str, section: &str) -> String {
+    let Some(start) = page.find(&format!("\n{heading}\n")) else {
         return format!("{page}{section}");
     };
     let rest = &page[start + 1..];
-    let end = rest[HEADING.len()..]
+    let end = rest[heading.len()..]
         .find("\n## ")
-        .map_or(page.len(), |at| start + 1 + HEADING.len() + at);
+        .map_or(page.len(), |at| start + 1 + heading.len() + at);
     format!("{}{section}{}", &page[..start], &page[end..])
 }
 
@@ -116,7 +117,7 @@ mod tests {
             ),
         ];
         for (page, expected) in cases {
-            assert_eq!(replace_section(page, &section), expected, "{page}");
+            assert_eq!(replace_section(page, HEADING, &section), expected, "{page}");
         }
     }
 }

@@ -91,6 +91,13 @@ pub(crate) fn truthy(v: &Value) -> bool {
     }
 }
 
+/// The longest output stream the Proxmox provider keeps as text. A guest
+/// agent sends at most 16 MiB of output per stream (qemu-ga's own cap), so
+/// only output that is not UTF-8, each such byte shown as U+FFFD (three
+/// bytes), makes longer text; the 1 KiB over it is room for the note the
+/// provider adds to output the agent truncated.
+pub(crate) const MAX_OUTPUT_TEXT_BYTES: usize = vrouter_qga::constants::MAX_READ_FILE_BYTES + 1024;
+
 /// The bytes behind a string Proxmox decoded from base64.
 ///
 /// Proxmox decodes agent data into a Perl byte string and serialises it as

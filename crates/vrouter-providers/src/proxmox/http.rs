@@ -24,6 +24,7 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Method, StatusCode, header};
 use rustls::ClientConfig;
 
+use super::large_answers::{self, LARGE_ANSWER_BYTES};
 use super::verifier;
 use crate::error::{Attempts, EndpointFailure, ProviderError};
 
@@ -206,6 +207,8 @@ pub(crate) struct Answer {
     pub status: StatusCode,
     pub reason: String,
     pub body: Bytes,
+    /// Held while a large answer is in memory ([`super::large_answers`]).
+    pub _large: Option<tokio::sync::SemaphorePermit<'static>>,
 }
 
 pub(crate) struct Client {
@@ -345,21 +348,29 @@ impl Client {
             if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES) {
                 return Err(Failure::TooLarge);
             }
+            let mut large = None;
+            if declared.is_some_and(|n| n > LARGE_ANSWER_BYTES) {
+                large = Some(large_answers::admit().await);
+            }
             let mut body = BytesMut::with_capacity(declared.unwrap_or(0));
             while let Some(chunk) = response.chunk().await.map_err(Failure::Body)? {
                 if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
                     return Err(Failure::TooLarge);
                 }
+                if large.is_none() && body.len() + chunk.len() > LARGE_ANSWER_BYTES {
+                    large = Some(large_answers::admit().await);
+                }
                 body.extend_from_slice(&chunk);
             }
-            Ok((status, reason, body.freeze()))
+            Ok((status, reason, body.freeze(), large))
         };
         match tokio::time::timeout(self.timeouts.whole_request(), exchange).await {
-            Ok(Ok((status, reason, body))) => Ok(Answer {
+            Ok(Ok((status, reason, body, large))) => Ok(Answer {
                 endpoint: endpoint.display.clone(),
                 status,
                 reason,
                 body,
+                _large: large,
             }),
             Ok(Err(failure)) => Err(failure.classify(self.timeouts)),
             Err(_) => Err(AttemptError::Sent {

@@ -4,6 +4,7 @@
 pub mod api;
 mod clients;
 mod http;
+mod large_answers;
 mod tls;
 mod trust;
 mod verifier;
@@ -316,7 +317,7 @@ impl ProxmoxProvider {
             Ok(answer) => answer,
             Err(not_on_node) => return Ok(Err(not_on_node)),
         };
-        Ok(Ok(decode(&answer, &method, path)?))
+        Ok(Ok(decode(&answer.endpoint, &answer.body, &method, path)?))
     }
 
     /// A successful answer to `method path`, not yet decoded.
@@ -375,7 +376,7 @@ impl ProxmoxProvider {
         idempotent: bool,
     ) -> Result<T, ProviderError> {
         let answer = self.on_node_answer(method.clone(), suffix, body, idempotent).await?;
-        decode(&answer, &method, suffix)
+        decode(&answer.endpoint, &answer.body, &method, suffix)
     }
 
     /// A request under `/nodes/{node}/qemu/{vmid}/`. When the VM is not on
@@ -457,47 +458,26 @@ impl GuestAgent for ProxmoxProvider {
     }
 
     async fn exec_status(&self, pid: i64) -> Result<ExecStatus, ProviderError> {
-        let result: Result<api::ExecStatusData, ProviderError> = self
-            .on_node(Method::GET, &format!("agent/exec-status?pid={pid}"), None, true)
-            .await;
-        let data = match result {
-            Ok(data) => data,
+        let suffix = format!("agent/exec-status?pid={pid}");
+        let result = match self.on_node_answer(Method::GET, &suffix, None, true).await {
+            Ok(answer) => status_off_runtime(answer, suffix.clone()).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(status) => Ok(status),
             Err(ProviderError::Agent { desc, .. })
                 if vrouter_qga::is_unknown_pid(
                     vrouter_qga::command::names::EXEC_STATUS,
                     &vrouter_qga::AgentError::without_class(desc.clone()),
                 ) =>
             {
-                return Err(ProviderError::ExecResultLost {
+                Err(ProviderError::ExecResultLost {
                     handle: pid,
                     reason: format!("the guest agent of {} does not know pid {pid}: {desc}", self.vm_name()),
-                });
+                })
             }
-            Err(e) => return Err(e),
-        };
-        if !api::truthy(&data.exited) {
-            return Ok(ExecStatus::Running);
+            Err(e) => Err(e),
         }
-        let text = |s: &Option<String>| {
-            String::from_utf8_lossy(&api::latin1_to_bytes(s.as_deref().unwrap_or(""))).into_owned()
-        };
-        let mut stdout = text(&data.out_data);
-        let mut stderr = text(&data.err_data);
-        if api::truthy(&data.out_truncated) {
-            stdout.push_str("\n[stdout truncated by the guest agent]");
-        }
-        if api::truthy(&data.err_truncated) {
-            stderr.push_str("\n[stderr truncated by the guest agent]");
-        }
-        let (exit_code, error) = exit_of(data.exitcode, data.signal);
-        Ok(ExecStatus::Exited(ExecOutcome {
-            exit_code,
-            stdout,
-            stderr,
-            error,
-            stdout_truncated: api::truthy(&data.out_truncated),
-            signal: data.exitcode.is_none().then_some(data.signal).flatten(),
-        }))
     }
 
     /// One `file-write` when it fits; otherwise parts assembled by a shell
@@ -540,19 +520,27 @@ impl GuestAgent for ProxmoxProvider {
     async fn read_file(&self, path: &str) -> Result<Vec<u8>, ProviderError> {
         let suffix = format!("agent/file-read?file={}", api::encode_query_value(path));
         let answer = self.on_node_answer(Method::GET, &suffix, None, true).await?;
-        // Decoded in place: the content is borrowed from the body unless it
-        // holds escapes, so a 16 MiB file is not held a second time as text.
-        let data: api::FileRead<'_> = decode(&answer, &Method::GET, &suffix)?;
-        if api::truthy(&data.truncated) {
-            return Err(ProviderError::TooLarge {
-                what: path.to_string(),
-                size: data.content.chars().count(),
-                limit: vrouter_qga::constants::MAX_READ_FILE_BYTES,
-                why: "Proxmox VE's agent/file-read returns (it truncated the file)".into(),
-            });
-        }
-        Ok(api::latin1_to_bytes(&data.content))
+        // Decoded off the async workers (`crate::off_runtime`): the file is
+        // the guest's to choose, up to the read cap.
+        let path = path.to_owned();
+        crate::off_runtime::run(move || file_content(&answer, &suffix, &path)).await
     }
+}
+
+/// The bytes of `path` from its `agent/file-read` answer. Decoded in place:
+/// the content is borrowed from the body unless it holds escapes, so a
+/// 16 MiB file is not held a second time as text.
+fn file_content(answer: &Answer, suffix: &str, path: &str) -> Result<Vec<u8>, ProviderError> {
+    let data: api::FileRead<'_> = decode(&answer.endpoint, &answer.body, &Method::GET, suffix)?;
+    if api::truthy(&data.truncated) {
+        return Err(ProviderError::TooLarge {
+            what: path.to_string(),
+            size: data.content.chars().count(),
+            limit: vrouter_qga::constants::MAX_READ_FILE_BYTES,
+            why: "Proxmox VE's agent/file-read returns (it truncated the file)".into(),
+        });
+    }
+    Ok(api::latin1_to_bytes(&data.content))
 }
 
 #[async_trait]
@@ -587,12 +575,87 @@ impl AgentProvider for ProxmoxProvider {
     }
 }
 
+/// What an `agent/exec-status` answer says ([`status_of`]), made off the
+/// async workers (`crate::off_runtime`): the output streams are the guest's
+/// to choose, up to the response cap. The answer is kept until the outcome
+/// is made: a large one holds its place at the gate (`large_answers`) for
+/// as long as its copies live.
+async fn status_off_runtime(answer: Answer, suffix: String) -> Result<ExecStatus, ProviderError> {
+    crate::off_runtime::run(move || {
+        let Answer {
+            endpoint, body, _large, ..
+        } = answer;
+        let data = decode::<api::ExecStatusData>(&endpoint, &body, &Method::GET, &suffix)?;
+        // The body is no longer needed; its place at the gate is, until the
+        // text is made and its size checked.
+        drop(body);
+        let status = status_of(data);
+        bounded(status)
+    })
+    .await
+}
+
+/// `status`, unless an output stream's text is longer than
+/// [`api::MAX_OUTPUT_TEXT_BYTES`]: only bytes that are not UTF-8 (each
+/// shown as U+FFFD, three bytes) take it there, and text that large would
+/// outlive the answer's place at the gate.
+fn bounded(status: ExecStatus) -> Result<ExecStatus, ProviderError> {
+    if let ExecStatus::Exited(outcome) = &status {
+        for (stream, text) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
+            if text.len() > api::MAX_OUTPUT_TEXT_BYTES {
+                return Err(ProviderError::TooLarge {
+                    what: format!("the {stream} of a guest command as text"),
+                    size: text.len(),
+                    limit: api::MAX_OUTPUT_TEXT_BYTES,
+                    why: "the Proxmox provider keeps (bytes that are not UTF-8 count three each)".into(),
+                });
+            }
+        }
+    }
+    Ok(status)
+}
+
+/// What an `agent/exec-status` answer says, with the output streams as text.
+fn status_of(data: api::ExecStatusData) -> ExecStatus {
+    if !api::truthy(&data.exited) {
+        return ExecStatus::Running;
+    }
+    // Each stream's decoded string is dropped once its bytes are made, and
+    // bytes that are UTF-8 become text without a copy.
+    let text = |s: Option<String>| {
+        let bytes = api::latin1_to_bytes(&s.unwrap_or_default());
+        String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    };
+    let mut stdout = text(data.out_data);
+    let mut stderr = text(data.err_data);
+    if api::truthy(&data.out_truncated) {
+        stdout.push_str("\n[stdout truncated by the guest agent]");
+    }
+    if api::truthy(&data.err_truncated) {
+        stderr.push_str("\n[stderr truncated by the guest agent]");
+    }
+    let (exit_code, error) = exit_of(data.exitcode, data.signal);
+    ExecStatus::Exited(ExecOutcome {
+        exit_code,
+        stdout,
+        stderr,
+        error,
+        stdout_truncated: api::truthy(&data.out_truncated),
+        signal: data.exitcode.is_none().then_some(data.signal).flatten(),
+    })
+}
+
 /// The `data` of `answer`'s envelope, borrowing from its body where `T`
 /// can; a body that does not decode is a protocol error naming the call.
-fn decode<'a, T: serde::Deserialize<'a>>(answer: &'a Answer, method: &Method, path: &str) -> Result<T, ProviderError> {
-    let envelope: api::Envelope<T> = serde_json::from_slice(&answer.body).map_err(|e| {
+fn decode<'a, T: serde::Deserialize<'a>>(
+    endpoint: &str,
+    body: &'a [u8],
+    method: &Method,
+    path: &str,
+) -> Result<T, ProviderError> {
+    let envelope: api::Envelope<T> = serde_json::from_slice(body).map_err(|e| {
         ProviderError::protocol(
-            answer.endpoint.clone(),
+            endpoint.to_owned(),
             format!("{method} {}: {e}", path.split('?').next().unwrap_or(path)),
         )
     })?;
@@ -618,7 +681,50 @@ fn exit_of(exitcode: Option<i64>, signal: Option<i64>) -> (i64, Option<String>) 
 
 #[cfg(test)]
 mod tests {
-    use super::exit_of;
+    use super::*;
+
+    fn exited(stdout: String) -> ExecStatus {
+        ExecStatus::Exited(ExecOutcome {
+            exit_code: 0,
+            stdout,
+            stderr: String::new(),
+            error: None,
+            stdout_truncated: false,
+            signal: None,
+        })
+    }
+
+    #[test]
+    fn output_text_past_the_bound_is_refused_naming_it() {
+        let at_bound = exited("a".repeat(api::MAX_OUTPUT_TEXT_BYTES));
+        assert!(bounded(at_bound).is_ok());
+        assert!(bounded(ExecStatus::Running).is_ok());
+        let inflated = status_of(api::ExecStatusData {
+            exited: serde_json::json!(1),
+            exitcode: Some(0),
+            signal: None,
+            // Bytes that are not UTF-8 as Proxmox sends them: one
+            // character each, three bytes each as U+FFFD.
+            out_data: Some("\u{80}".repeat(api::MAX_OUTPUT_TEXT_BYTES / 3 + 1)),
+            err_data: None,
+            out_truncated: serde_json::json!(0),
+            err_truncated: serde_json::json!(0),
+        });
+        let error = bounded(inflated).unwrap_err().to_string();
+        // Output at the agent's own cap, truncated by it, keeps its note.
+        let truncated = status_of(api::ExecStatusData {
+            exited: serde_json::json!(1),
+            exitcode: Some(0),
+            signal: None,
+            out_data: Some("a".repeat(vrouter_qga::constants::MAX_READ_FILE_BYTES)),
+            err_data: None,
+            out_truncated: serde_json::json!(1),
+            err_truncated: serde_json::json!(0),
+        });
+        assert!(bounded(truncated).is_ok());
+        assert!(error.contains("the stdout of a guest command as text"), "{error}");
+        assert!(error.contains(&api::MAX_OUTPUT_TEXT_BYTES.to_string()), "{error}");
+    }
 
     #[test]
     fn exits_of_any_reported_numbers() {

@@ -23,14 +23,13 @@ use super::confirm::{self, Checked, Stage};
 use super::decide::{self, Clock, Next, Poll, Step};
 use super::recover::{self, Asked, Recovery, RouterSays};
 use crate::runtime::conditions::TargetProblem;
-use crate::runtime::config_hash::config_hash;
 use crate::runtime::context::Context;
 use crate::runtime::crash_point::{self, CrashPoint};
 use crate::runtime::metrics::ResultLabels;
 use crate::runtime::one_apply_per_router::{Router, Vm, holder, in_flight_elsewhere};
 use crate::runtime::recently_ready::{self, RouterKey};
 use crate::runtime::reconciler::{self, Reconciler};
-use crate::runtime::{binding_writes, conditions, finalizers, own_writes, status_writes, stores};
+use crate::runtime::{binding_writes, conditions, finalizers, off_runtime, own_writes, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterconfig";
 
@@ -589,7 +588,7 @@ impl<'a> Apply<'a> {
             .read_running_config()
             .await
             .map_err(|e| ConfirmRefusal::Transient(format!("reading the running config to roll back to: {e}")))?;
-        Ok(config_hash(&running))
+        Ok(off_runtime::config_hash(running).await)
     }
 
     /// A confirmed apply that cannot start: the generation fails with the
@@ -631,11 +630,10 @@ impl<'a> Apply<'a> {
                 confirm::on_checked(&self.status, self.now(), checked)
             }
             Stage::Verify => {
-                let read = provider
-                    .read_running_config()
-                    .await
-                    .map(|running| config_hash(&running))
-                    .map_err(|e| e.to_string());
+                let read = match provider.read_running_config().await {
+                    Ok(running) => Ok(off_runtime::config_hash(running).await),
+                    Err(e) => Err(e.to_string()),
+                };
                 confirm::on_rollback_read(&self.status, self.now(), read)
             }
         };

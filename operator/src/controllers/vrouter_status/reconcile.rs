@@ -19,7 +19,7 @@ use crate::runtime::conditions::{self, Drift, Wanted};
 use crate::runtime::metrics::ResultLabels;
 use crate::runtime::recently_ready;
 use crate::runtime::reconciler::{self, Reconciler};
-use crate::runtime::{own_writes, status_writes, stores};
+use crate::runtime::{off_runtime, own_writes, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterstatus";
 
@@ -136,7 +136,8 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
             return Ok(None);
         }
     };
-    let reading = reading_of(&startup, &running);
+    let (reading, startup, running) =
+        off_runtime::run(move || (reading_of(&startup, &running), startup, running)).await;
     let mut sync = decide::on_read(&current, &view, &reading, now);
     let drift = sync.status.drift_detected.then(|| Drift {
         repairing: view.drift_is_repaired(),
