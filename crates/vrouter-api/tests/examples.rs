@@ -208,8 +208,20 @@ fn a_bad_duration_and_an_unknown_provider_are_refused() {
 
 #[test]
 fn missing_required_fields_and_foreign_versions_are_refused() {
-    let err = parse_error("apiVersion: vrouter.kojuro.date/v1\nkind: VRouterBinding\nmetadata: {name: b}\nspec: {}\n");
-    assert!(err.message.contains("missing field `targetRefs`"), "{}", err.message);
+    let err = parse_error("apiVersion: vrouter.kojuro.date/v1\nkind: VRouterTarget\nmetadata: {name: t}\nspec: {}\n");
+    assert!(err.message.contains("missing field `provider`"), "{}", err.message);
+    // A binding's targets may come from targetRefs or targetSelector, so an
+    // empty spec parses and the rules refuse it, naming both.
+    let b: VRouterBinding = one("metadata: {name: b}\nspec: {}");
+    let findings = vrouter_api::validate::binding(&b);
+    assert!(!findings.is_allowed());
+    assert!(
+        findings
+            .denial_message()
+            .contains("spec.targetRefs: must list at least one target (or set spec.targetSelector)"),
+        "{}",
+        findings.denial_message()
+    );
     let err = parse_error("apiVersion: vrouter.kojuro.date/v2\nkind: VRouterBinding\nmetadata: {name: b}\n");
     assert_eq!(err.field.as_deref(), Some("apiVersion"));
     let err = parse_error("apiVersion: vrouter.kojuro.date/v1\nkind: VRouterThing\nmetadata: {name: b}\n");
