@@ -65,28 +65,53 @@ impl Site {
 /// in a cluster.
 pub async fn route_webhooks(env: &TestEnv, service: &str, port: u16) {
     let ca_bundle = serde_json::to_value(env.webhook_tls().ca_bundle()).unwrap();
+    route_webhooks_with(env, service, port, Some(ca_bundle)).await
+}
+
+/// [`route_webhooks`], with `ca_bundle` `None` keeping each webhook's own
+/// bundle: the one an operator that makes its certificate publishes there.
+/// That operator writes the configurations too, so a conflict is retried.
+async fn route_webhooks_with(env: &TestEnv, service: &str, port: u16, ca_bundle: Option<serde_json::Value>) {
     for kind in ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"] {
         let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
         let api: Api<DynamicObject> = Api::all_with(env.client(), &ApiResource::from_gvk(&gvk));
-        for mut configuration in api.list(&ListParams::default()).await.unwrap() {
-            let mut routed = false;
-            for hook in configuration.data["webhooks"].as_array_mut().into_iter().flatten() {
-                let target = &hook["clientConfig"]["service"];
-                if target["name"] != service {
-                    continue;
-                }
-                let path = target["path"].as_str().unwrap_or("/").to_owned();
-                hook["clientConfig"] = json!({"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": ca_bundle});
-                routed = true;
-            }
-            if routed {
-                let name = configuration.metadata.name.clone().unwrap();
-                api.replace(&name, &PostParams::default(), &configuration)
-                    .await
-                    .unwrap();
-            }
+        let mut attempts = 0;
+        while let Err(e) = route_each(&api, service, port, ca_bundle.as_ref()).await {
+            attempts += 1;
+            assert!(
+                attempts < 10 && matches!(&e, kube::Error::Api(r) if r.code == 409),
+                "routing {kind}s of {service}: {e}"
+            );
         }
     }
+}
+
+async fn route_each(
+    api: &Api<DynamicObject>,
+    service: &str,
+    port: u16,
+    ca_bundle: Option<&serde_json::Value>,
+) -> Result<(), kube::Error> {
+    for mut configuration in api.list(&ListParams::default()).await? {
+        let mut routed = false;
+        for hook in configuration.data["webhooks"].as_array_mut().into_iter().flatten() {
+            let target = &hook["clientConfig"]["service"];
+            if target["name"] != service {
+                continue;
+            }
+            let path = target["path"].as_str().unwrap_or("/").to_owned();
+            let bundle = ca_bundle
+                .cloned()
+                .unwrap_or_else(|| hook["clientConfig"]["caBundle"].clone());
+            hook["clientConfig"] = json!({"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": bundle});
+            routed = true;
+        }
+        if routed {
+            let name = configuration.metadata.name.clone().unwrap();
+            api.replace(&name, &PostParams::default(), &configuration).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Every CRD of the vrouter API and every object of its kinds, by
@@ -239,7 +264,7 @@ pub async fn start_chart_pod(env: &TestEnv, namespace: &str) -> super::operator_
         .unwrap();
     let pod = deployment.spec.template.spec.unwrap();
     let account = pod.service_account_name.clone().unwrap();
-    let vars: Vec<(String, String)> = pod.containers[0]
+    let mut vars: Vec<(String, String)> = pod.containers[0]
         .env
         .clone()
         .unwrap_or_default()
@@ -255,9 +280,24 @@ pub async fn start_chart_pod(env: &TestEnv, namespace: &str) -> super::operator_
             (var.name, value)
         })
         .collect();
+    // The chart's default: the operator makes its webhook certificate for
+    // the Service's names. Here the API server dials a loopback address
+    // instead of the Service, so the certificate names that address too,
+    // and the webhooks keep the bundle the operator publishes.
+    let operator_made = vars
+        .iter()
+        .any(|(name, value)| name == "WEBHOOK_CERTS" && value == "operator");
+    if operator_made {
+        let names = vars
+            .iter_mut()
+            .find(|(name, _)| name == "WEBHOOK_CERT_NAMES")
+            .expect("the chart names the certificate's Service names");
+        names.1.push_str(",127.0.0.1");
+    }
     let token = token_of(env, namespace, &account).await;
     let mut ours = super::operator_process::OperatorProcess::start_with_env(env, &token, &[], &vars);
     ours.wait_ready(Duration::from_secs(60)).await;
-    route_webhooks(env, "vrouter-operator-webhook", ours.webhook.port()).await;
+    let harness_ca = (!operator_made).then(|| serde_json::to_value(env.webhook_tls().ca_bundle()).unwrap());
+    route_webhooks_with(env, "vrouter-operator-webhook", ours.webhook.port(), harness_ca).await;
     ours
 }
