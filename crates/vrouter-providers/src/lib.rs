@@ -8,7 +8,7 @@ mod guest;
 pub mod kept_providers;
 pub mod kubevirt;
 pub mod lookup_cache;
-mod off_runtime;
+pub mod off_runtime;
 mod outcome;
 mod provider;
 pub mod proxmox;

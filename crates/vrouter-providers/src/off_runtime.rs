@@ -9,7 +9,7 @@
 
 /// Runs `work` on the blocking pool and returns its result. A panic in
 /// `work` is raised again here, where the caller's panic handling applies.
-pub(crate) async fn run<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+pub async fn run<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     match tokio::task::spawn_blocking(work).await {
         Ok(value) => value,
         Err(failed) if failed.is_panic() => std::panic::resume_unwind(failed.into_panic()),
