@@ -30,6 +30,8 @@ pub fn run(root: &Path) -> anyhow::Result<(String, bool)> {
         "--release",
         "-p",
         "vrouter-operator",
+        "--features",
+        "bench-runs",
         "--test",
         "hostile_memory",
         "--",
