@@ -34,9 +34,12 @@ pub const TEST_PACKAGES: &[&str] = &[
 ];
 
 /// What the quick loop (`cargo xtask test --quick`) runs against among
-/// [`TEST_PACKAGES`]: the agent, the daemon's Redis and `kill`; the rest
-/// serve the test node only.
-pub const QUICK_TEST_PACKAGES: &[&str] = &["qemu-guest-agent", "redis-server", "procps"];
+/// [`TEST_PACKAGES`]: the agent, the daemon's Redis, `kill` and stunnel (the
+/// daemon's TLS tests); the rest serve the test node only.
+pub const QUICK_TEST_PACKAGES: &[&str] = &["qemu-guest-agent", "redis-server", "procps", "stunnel4"];
+
+/// What `cargo xtask demo` runs: the agent, the daemon's Redis and `kill`.
+pub const DEMO_PACKAGES: &[&str] = &["qemu-guest-agent", "redis-server", "procps"];
 
 /// Installs the missing ones among `packages` with apt-get, running
 /// `apt-get update` once first. When this machine cannot install (no

@@ -25,12 +25,11 @@
 //!   rules with `promtool test rules`.
 //!
 //! The node binaries (`kubelet`, `kube-controller-manager`, `kube-scheduler`,
-//! `kube-proxy`) come from the same scratch module as `kube-apiserver`, in the
-//! same `go build`: the five share most of their packages, so one invocation
-//! compiles them once (about 15 minutes of two cores cold, against roughly
-//! that per binary when built one by one). `kubectl` (the node test's
-//! `kubectl wait`) comes from the same module in a `go build` of its own,
-//! after that one, so that adding it did not rebuild the node's binaries.
+//! `kube-proxy`) and `kubectl` come from the same scratch module as
+//! `kube-apiserver`, each group in a `go build` of its own after that one:
+//! Go's build cache compiles a package shared by several binaries once, so
+//! the split costs a link per group, and what needs only the control plane
+//! (the demo, the quick loop) builds none of the node's binaries.
 //!
 //! Each binary is built with `CGO_ENABLED=0` under `nice -n 10` and stamped with
 //! the recipe that built it; when the binary and a matching stamp exist this
@@ -118,9 +117,23 @@ const KUBE_APISERVER: GoBinary = GoBinary {
     module: "k8s.io/kubernetes",
     version: KUBERNETES_VERSION,
     package: "k8s.io/kubernetes/cmd/kube-apiserver",
-    // What the test node runs (crates/vrouter-test-node).
+    companions: &[],
+    replacement: staging_replacement,
+    pinned: STAGING_VERSION,
+    ldflags: kube_ldflags,
+    version_args: &["--version"],
+    version_banner: || format!("Kubernetes {KUBERNETES_VERSION}"),
+};
+
+/// What the test node runs (crates/vrouter-test-node), in one `go build`:
+/// the four share most of their packages, and whatever they share with
+/// `kube-apiserver` comes from the Go build cache that build filled.
+const KUBE_NODE: GoBinary = GoBinary {
+    name: "kubelet",
+    module: "k8s.io/kubernetes",
+    version: KUBERNETES_VERSION,
+    package: "k8s.io/kubernetes/cmd/kubelet",
     companions: &[
-        "k8s.io/kubernetes/cmd/kubelet",
         "k8s.io/kubernetes/cmd/kube-controller-manager",
         "k8s.io/kubernetes/cmd/kube-scheduler",
         "k8s.io/kubernetes/cmd/kube-proxy",
@@ -329,6 +342,7 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
     let (cache, _lock) = locked_cache()?;
     let bin_dir = cache.join("bin");
     let kube_apiserver = ensure_one(&cache, &KUBE_APISERVER)?;
+    ensure_one(&cache, &KUBE_NODE)?;
     let kube_bin = |name: &str| bin_dir.join(name);
     let kubectl = ensure_one(&cache, &KUBECTL)?;
     let etcd = ensure_one(&cache, &ETCD)?;
@@ -356,9 +370,20 @@ pub fn ensure(root: &Path) -> anyhow::Result<Binaries> {
     })
 }
 
+/// What the demo runs: the control plane and the real vrouter-daemon.
+pub fn ensure_demo(root: &Path) -> anyhow::Result<()> {
+    let (cache, _lock) = locked_cache()?;
+    for binary in [&KUBE_APISERVER, &ETCD] {
+        let path = ensure_one(&cache, binary)?;
+        println!("testenv: {:<14} {}", binary.name, path.display());
+    }
+    daemon::ensure(root, &cache)?;
+    Ok(())
+}
+
 /// What the quick loop (`cargo xtask test --quick`) runs against: all but
-/// the Go operator, which only the heavy migration tests start. (The node's
-/// binaries come with `kube-apiserver`'s build, so they stay.)
+/// the test node's binaries and the Go operator, which only heavy tests
+/// start.
 pub fn ensure_quick(root: &Path) -> anyhow::Result<()> {
     let (cache, _lock) = locked_cache()?;
     for binary in [&KUBE_APISERVER, &KUBECTL, &ETCD, &HELM, &TOXIPROXY, &PROMTOOL] {
