@@ -191,7 +191,7 @@ pub struct Args {
     /// API and router connections, webhooks. Rendering runs on blocking
     /// threads of its own. The work waits on I/O; one thread is enough for
     /// 1,000 routers, and a second mostly adds the cost of waking it
-    /// (docs/architecture.md has the measurement).
+    /// (docs/decisions.md, "One async worker thread").
     #[arg(long, env = "WORKER_THREADS", default_value_t = 1, value_parser = at_least_one())]
     pub worker_threads: u16,
 

@@ -1,6 +1,6 @@
 //! Flags choosing where the webhook serving certificate comes from: files
 //! (cert-manager's Secret, or one made by hand, mounted) or the operator,
-//! which makes, stores, publishes and rotates it (docs/webhook-certificates.md).
+//! which makes, stores, publishes and rotates it (docs/operations.md, "Webhook certificates").
 
 use clap::{Args, ValueEnum};
 use vrouter_api::Duration;

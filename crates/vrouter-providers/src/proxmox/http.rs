@@ -12,7 +12,7 @@
 //! connections per endpoint, and one is kept per cluster and credential
 //! ([`super::clients::ProxmoxClients`]). An apply's requests and its
 //! exec-status polls (every 50-250 ms) reuse one TCP+TLS connection instead
-//! of a handshake each (docs/architecture.md has the measurements). The
+//! of a handshake each (docs/decisions.md and benchmarks.md). The
 //! order is unchanged: every request asks the first endpoint first, over a
 //! pooled connection when one is open, else over a new one.
 
@@ -194,7 +194,7 @@ pub(crate) const MAX_RESPONSE_BYTES: usize = 34 * 1024 * 1024;
 /// Kept longer than those 5 s on purpose: a 4 s limit would keep an exec
 /// clear of a server closing the connection at the very moment it is sent,
 /// but reopened so many connections after each lull that the scale run
-/// went over one handshake per apply (docs/architecture.md). The pool
+/// went over one handshake per apply (docs/decisions.md). The pool
 /// hands out the connection returned last, so an exec, sent right after
 /// its own file write, goes out on one used a moment ago.
 const POOL_IDLE: Duration = Duration::from_secs(30);
