@@ -149,9 +149,19 @@ fn word_at(s: &[u8], i: usize) -> &str {
     std::str::from_utf8(&s[i..i + n]).unwrap()
 }
 
-/// Each `#[cfg(test)] mod name` in `s`: its name, and the byte range of its
-/// body when it is inline (`None` for `mod name;`).
-fn test_modules(s: &[u8]) -> Vec<(String, Option<Range<usize>>)> {
+/// A `#[cfg(test)]` module of a file.
+struct TestModule {
+    name: String,
+    /// The byte range of its body when it is inline (`mod name { … }`).
+    body: Option<Range<usize>>,
+    /// Its file when a `#[path = "…"]` names it, relative to the including
+    /// file's folder.
+    path: Option<String>,
+}
+
+/// Each `#[cfg(test)] mod name` in `s`, the blanked `source` (string
+/// literals are read from `source` itself, at the same offsets).
+fn test_modules(s: &[u8], source: &[u8]) -> Vec<TestModule> {
     let mut found = Vec::new();
     let needle = b"#[cfg(test)]";
     let mut from = 0;
@@ -159,8 +169,11 @@ fn test_modules(s: &[u8]) -> Vec<(String, Option<Range<usize>>)> {
         let mut i = skip_space(s, from + at + needle.len());
         from = i;
         // Further attributes, and a visibility.
+        let mut path = None;
         while s[i..].starts_with(b"#[") {
-            i = skip_space(s, i + s[i..].iter().position(|b| *b == b']').unwrap_or(0) + 1);
+            let end = i + s[i..].iter().position(|b| *b == b']').unwrap_or(0);
+            path = path.or_else(|| path_attribute(&source[i..end]));
+            i = skip_space(s, end + 1);
         }
         if word_at(s, i) == "pub" {
             i = skip_space(s, i + 3);
@@ -174,13 +187,22 @@ fn test_modules(s: &[u8]) -> Vec<(String, Option<Range<usize>>)> {
         i = skip_space(s, i + 3);
         let name = word_at(s, i).to_owned();
         i = skip_space(s, i + name.len());
-        match s.get(i) {
-            Some(b';') => found.push((name, None)),
-            Some(b'{') => found.push((name, Some(i..closing_brace(s, i)))),
-            _ => {}
-        }
+        let body = match s.get(i) {
+            Some(b';') => None,
+            Some(b'{') => Some(i..closing_brace(s, i)),
+            _ => continue,
+        };
+        found.push(TestModule { name, body, path });
     }
     found
+}
+
+/// The file of a `#[path = "file.rs"` attribute (without its `]`).
+fn path_attribute(attribute: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(attribute).ok()?;
+    let value = text.strip_prefix("#[")?.trim_start().strip_prefix("path")?.trim_start();
+    let quoted = value.strip_prefix('=')?.trim();
+    Some(quoted.strip_prefix('"')?.strip_suffix('"')?.to_owned())
 }
 
 /// Every function of `source` with a body: name, first and last line.
@@ -241,16 +263,17 @@ fn long_functions(root: &Path, dirs: &[&str]) -> Vec<String> {
     for dir in dirs {
         rust_files(&root.join(dir), &mut files);
     }
-    let sources: Vec<(PathBuf, Vec<u8>)> = files
+    let sources: Vec<(PathBuf, String, Vec<u8>)> = files
         .into_iter()
         .map(|path| {
             let text = fs::read_to_string(&path).unwrap();
-            (path, blank(&text))
+            let blanked = blank(&text);
+            (path, text, blanked)
         })
         .collect();
     // Files that are `#[cfg(test)] mod x;` of another.
     let mut test_files = HashSet::new();
-    for (path, s) in &sources {
+    for (path, text, s) in &sources {
         let parent = path.parent().unwrap();
         let stem = path.file_stem().unwrap().to_string_lossy();
         let dir = if matches!(stem.as_ref(), "mod" | "lib" | "main") {
@@ -258,16 +281,25 @@ fn long_functions(root: &Path, dirs: &[&str]) -> Vec<String> {
         } else {
             parent.join(stem.as_ref())
         };
-        for (name, body) in test_modules(s) {
-            if body.is_none() {
-                test_files.insert(dir.join(format!("{name}.rs")));
-                test_files.insert(dir.join(&name).join("mod.rs"));
+        for module in test_modules(s, text.as_bytes()) {
+            match (&module.body, &module.path) {
+                (Some(_), _) => {}
+                (None, Some(file)) => {
+                    test_files.insert(parent.join(file));
+                }
+                (None, None) => {
+                    test_files.insert(dir.join(format!("{}.rs", module.name)));
+                    test_files.insert(dir.join(&module.name).join("mod.rs"));
+                }
             }
         }
     }
     let mut long = Vec::new();
-    for (path, s) in sources.iter().filter(|(p, _)| !test_files.contains(p)) {
-        let inline_tests: Vec<Range<usize>> = test_modules(s).into_iter().filter_map(|(_, body)| body).collect();
+    for (path, text, s) in sources.iter().filter(|(p, _, _)| !test_files.contains(p)) {
+        let inline_tests: Vec<Range<usize>> = test_modules(s, text.as_bytes())
+            .into_iter()
+            .filter_map(|module| module.body)
+            .collect();
         for (name, first, last) in functions(s, &inline_tests) {
             let lines = last - first + 1;
             if lines > LIMIT {
@@ -310,7 +342,8 @@ fn the_count_sees_through_strings_comments_and_test_modules() {
          fn long(a: [u8; 2]) -> &'static str {{\n    let _c = '{{';\n    let _s = \"}} fn fake() {{\";\n{}    r#\"}}\"#\n}}\n\
          trait T {{ fn declared(&self); }}\n\
          #[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{}    }}\n}}\n\
-         #[cfg(test)]\nmod table;\n",
+         #[cfg(test)]\nmod table;\n\
+         #[cfg(test)]\n#[path = \"lib_cases.rs\"]\nmod cases;\n",
         body(10),
         body(80),
         body(100),
@@ -320,6 +353,11 @@ fn the_count_sees_through_strings_comments_and_test_modules() {
     fs::write(
         dir.path().join("src/table.rs"),
         format!("fn table() {{\n{}}}\n", body(100)),
+    )
+    .unwrap();
+    fs::write(
+        dir.path().join("src/lib_cases.rs"),
+        format!("fn case_table() {{\n{}}}\n", body(100)),
     )
     .unwrap();
     assert_eq!(
