@@ -631,10 +631,10 @@ fn run(config: bool, cases: u32) {
 
 #[test]
 fn generated_command_templates_run_the_same_commands() {
-    run(false, 1_000);
+    run(false, support::property_cases(1_000));
 }
 
 #[test]
 fn generated_config_templates_load_the_same_nodes() {
-    run(true, 600);
+    run(true, support::property_cases(600));
 }

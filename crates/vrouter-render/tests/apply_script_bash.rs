@@ -1,6 +1,8 @@
 //! The apply script executed by bash with stub vyatta functions: `load` receives
 //! exactly the config, and nothing but the script's own commands runs.
 
+mod support;
+
 use std::cell::RefCell;
 
 use proptest::prelude::*;
@@ -9,7 +11,8 @@ use vrouter_render::delimiter::{DELIMITER_PREFIX, render_apply_script_with};
 use vrouter_render::testing::{BashHarness, ScriptRun, StubEvent, run_script_file};
 use vrouter_render::{ScriptError, render_apply_script};
 
-/// CI runs this many scripts through bash (one bash process, a subshell per case).
+/// CI runs this many scripts through bash (one bash process, a subshell per
+/// case); the quick loop a tenth.
 const BASH_CASES: u32 = 10_000;
 
 fn hex(bytes: &[u8]) -> String {
@@ -155,7 +158,7 @@ fn check_run(run: &ScriptRun, config: &str, commands: &[String], save: bool) -> 
 fn load_receives_exactly_the_config_and_nothing_else_runs() {
     let harness = RefCell::new(BashHarness::start().expect("this test runs the apply script under bash"));
     let mut runner = TestRunner::new(Config {
-        cases: BASH_CASES,
+        cases: support::property_cases(BASH_CASES),
         failure_persistence: None,
         ..Config::default()
     });

@@ -281,7 +281,7 @@ fn accepted_renders_run_only_the_intended_commands() {
     let cases: u32 = std::env::var("VROUTER_INJECTION_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+        .unwrap_or_else(|| support::property_cases(10_000));
     let started = std::time::Instant::now();
     let mut bash = BashHarness::start().expect("this test runs the apply script under bash");
     let mut sh = ShParse::start();

@@ -42,7 +42,7 @@ fn commands_and_config_nodes_do_not_depend_on_the_values() {
     let harness = RefCell::new(BashHarness::start().expect("this test runs the apply script under bash"));
     let oracle = observe(&mut harness.borrow_mut(), &with_config, &params(placeholder)).unwrap();
     let mut runner = TestRunner::new(Config {
-        cases: 1_000,
+        cases: support::property_cases(1_000),
         failure_persistence: None,
         ..Config::default()
     });
@@ -104,7 +104,7 @@ system {
     };
     let oracle = render(&placeholder).unwrap();
     let mut runner = TestRunner::new(Config {
-        cases: 5_000,
+        cases: support::property_cases(5_000),
         failure_persistence: None,
         ..Config::default()
     });
