@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use vrouter_rollout::{Decision, Policy, Wait};
+use vrouter_rollout::{Decision, Policy};
 
 /// "At any moment, at most one target's VRouterConfig is being written."
 #[test]
@@ -94,15 +94,7 @@ fn fixed_interval_is_a_pure_time_stagger() {
             frontier: frontier("a", 0),
             targets: fleet(applied("a", 1, 1, 1, 5)),
             now: 30,
-            expected: Decision::Requeue {
-                after: secs(30),
-                wait: Wait::Interval {
-                    frontier: "a".into(),
-                    until: at(60),
-                },
-                blocked_write: None,
-                ready: in_progress("1/2 targets updated"),
-            },
+            expected: requeue(30, interval("a", 60), None, "1/2 targets updated"),
         },
         Row {
             case: "waitInterval over: the next target is written",
@@ -147,12 +139,7 @@ fn fixed_interval_is_a_pure_time_stagger() {
 #[test]
 fn wait_for_applied_polls_for_applied_then_soaks_from_its_transition() {
     let fleet = |first: vrouter_rollout::Target<u64>| vec![first, new_target("b", 2)];
-    let polling = Decision::Requeue {
-        after: secs(10),
-        wait: Wait::NotApplied { frontier: "a".into() },
-        blocked_write: None,
-        ready: in_progress("1/2 targets updated"),
-    };
+    let polling = requeue(10, not_applied("a"), None, "1/2 targets updated");
     let rows = vec![
         Row {
             case: "apply still running: poll",
@@ -176,15 +163,7 @@ fn wait_for_applied_polls_for_applied_then_soaks_from_its_transition() {
             frontier: frontier("a", 0),
             targets: fleet(applied("a", 1, 1, 1, 50)),
             now: 70,
-            expected: Decision::Requeue {
-                after: secs(40),
-                wait: Wait::Soaking {
-                    frontier: "a".into(),
-                    until: at(110),
-                },
-                blocked_write: None,
-                ready: in_progress("1/2 targets updated"),
-            },
+            expected: requeue(40, soaking("a", 110), None, "1/2 targets updated"),
         },
         Row {
             case: "soak over: the next target is written",
@@ -282,15 +261,7 @@ fn serial_walk_waits_on_the_matching_frontier_then_advances() {
             frontier: frontier("b", 10),
             targets: fleet.clone(),
             now: 30,
-            expected: Decision::Requeue {
-                after: secs(50),
-                wait: Wait::Soaking {
-                    frontier: "b".into(),
-                    until: at(80),
-                },
-                blocked_write: None,
-                ready: in_progress("2/3 targets updated"),
-            },
+            expected: requeue(50, soaking("b", 80), None, "2/3 targets updated"),
         },
         Row {
             case: "WaitForApplied: past the soak the walk advances to c",
@@ -306,15 +277,7 @@ fn serial_walk_waits_on_the_matching_frontier_then_advances() {
             frontier: frontier("b", 10),
             targets: fleet.clone(),
             now: 30,
-            expected: Decision::Requeue {
-                after: secs(40),
-                wait: Wait::Interval {
-                    frontier: "b".into(),
-                    until: at(70),
-                },
-                blocked_write: None,
-                ready: in_progress("2/3 targets updated"),
-            },
+            expected: requeue(40, interval("b", 70), None, "2/3 targets updated"),
         },
     ];
     check_table(rows);
@@ -333,15 +296,7 @@ fn serial_walk_end_completes_and_leaves_the_frontier_in_place() {
             frontier: frontier("b", 10),
             targets: fleet.clone(),
             now: 69,
-            expected: Decision::Requeue {
-                after: secs(1),
-                wait: Wait::Interval {
-                    frontier: "b".into(),
-                    until: at(70),
-                },
-                blocked_write: None,
-                ready: in_progress("2/2 targets updated"),
-            },
+            expected: requeue(1, interval("b", 70), None, "2/2 targets updated"),
         },
         Row {
             case: "FixedInterval finished",
@@ -349,9 +304,7 @@ fn serial_walk_end_completes_and_leaves_the_frontier_in_place() {
             frontier: frontier("b", 10),
             targets: fleet.clone(),
             now: 70,
-            expected: Decision::Completed {
-                ready: succeeded("all 2 configs written"),
-            },
+            expected: completed("all 2 configs written"),
         },
         Row {
             case: "WaitForApplied finished; a stale frontier far in the past is harmless",
@@ -359,9 +312,7 @@ fn serial_walk_end_completes_and_leaves_the_frontier_in_place() {
             frontier: frontier("b", -10_000),
             targets: fleet.clone(),
             now: 80,
-            expected: Decision::Completed {
-                ready: succeeded("all 2 configs Applied"),
-            },
+            expected: completed("all 2 configs Applied"),
         },
     ];
     // Completed carries no new frontier: nothing to write to status.rollout.
@@ -415,15 +366,7 @@ fn universal_write_gate_holds_the_first_write_of_a_new_render() {
             frontier: frontier("c", 100),
             targets: rerendered(applied("c", 3, 3, 1, 101)),
             now: 130,
-            expected: Decision::Requeue {
-                after: secs(30),
-                wait: Wait::Interval {
-                    frontier: "c".into(),
-                    until: at(160),
-                },
-                blocked_write: Some(0),
-                ready: in_progress("0/3 targets updated"),
-            },
+            expected: requeue(30, interval("c", 160), Some(0), "0/3 targets updated"),
         },
         Row {
             case: "FixedInterval: once over, a is written",
@@ -445,12 +388,7 @@ fn universal_write_gate_holds_the_first_write_of_a_new_render() {
             frontier: frontier("c", 100),
             targets: rerendered(applying("c", 3, 3, 1, 101)),
             now: 130,
-            expected: Decision::Requeue {
-                after: secs(10),
-                wait: Wait::NotApplied { frontier: "c".into() },
-                blocked_write: Some(0),
-                ready: in_progress("0/3 targets updated"),
-            },
+            expected: requeue(10, not_applied("c"), Some(0), "0/3 targets updated"),
         },
         Row {
             case: "WaitForApplied: c Applied at 120 holds a through its soak",
@@ -458,15 +396,7 @@ fn universal_write_gate_holds_the_first_write_of_a_new_render() {
             frontier: frontier("c", 100),
             targets: rerendered(applied("c", 3, 3, 1, 120)),
             now: 130,
-            expected: Decision::Requeue {
-                after: secs(20),
-                wait: Wait::Soaking {
-                    frontier: "c".into(),
-                    until: at(150),
-                },
-                blocked_write: Some(0),
-                ready: in_progress("0/3 targets updated"),
-            },
+            expected: requeue(20, soaking("c", 150), Some(0), "0/3 targets updated"),
         },
         Row {
             case: "WaitForApplied: c changed too, but its previous write is verified: a goes",
@@ -519,12 +449,7 @@ fn universal_write_gate_never_waits_on_a_frontier_whose_own_render_changed() {
             frontier: frontier("b", 40),
             targets: still_applying_its_render,
             now: 100,
-            expected: Decision::Requeue {
-                after: secs(10),
-                wait: Wait::NotApplied { frontier: "b".into() },
-                blocked_write: Some(0),
-                ready: in_progress("0/2 targets updated"),
-            },
+            expected: requeue(10, not_applied("b"), Some(0), "0/2 targets updated"),
         },
         Row {
             case: "FixedInterval only ever waits for time: a waits, in order",
@@ -532,15 +457,7 @@ fn universal_write_gate_never_waits_on_a_frontier_whose_own_render_changed() {
             frontier: frontier("b", 40),
             targets: fix_for_everyone.clone(),
             now: 100,
-            expected: Decision::Requeue {
-                after: secs(60),
-                wait: Wait::Interval {
-                    frontier: "b".into(),
-                    until: at(160),
-                },
-                blocked_write: Some(0),
-                ready: in_progress("0/3 targets updated"),
-            },
+            expected: requeue(60, interval("b", 160), Some(0), "0/3 targets updated"),
         },
     ]);
 }
@@ -620,15 +537,7 @@ fn frontier_evicted_from_target_refs_degrades_to_a_time_gate() {
             frontier: frontier("dead", 100),
             targets: fleet.clone(),
             now: 110,
-            expected: Decision::Requeue {
-                after: secs(50),
-                wait: Wait::EvictedFrontier {
-                    frontier: "dead".into(),
-                    until: at(160),
-                },
-                blocked_write: Some(1),
-                ready: in_progress("1/2 targets updated"),
-            },
+            expected: requeue(50, evicted("dead", 160), Some(1), "1/2 targets updated"),
         },
         Row {
             case: "WaitForApplied: then pass",
@@ -652,15 +561,7 @@ fn frontier_evicted_from_target_refs_degrades_to_a_time_gate() {
             frontier: frontier("dead", 100),
             targets: fleet.clone(),
             now: 150,
-            expected: Decision::Requeue {
-                after: secs(40),
-                wait: Wait::EvictedFrontier {
-                    frontier: "dead".into(),
-                    until: at(190),
-                },
-                blocked_write: Some(1),
-                ready: in_progress("1/2 targets updated"),
-            },
+            expected: requeue(40, evicted("dead", 190), Some(1), "1/2 targets updated"),
         },
         Row {
             case: "evicted and all matching: nothing to gate, the rollout completes",
@@ -668,9 +569,7 @@ fn frontier_evicted_from_target_refs_degrades_to_a_time_gate() {
             frontier: frontier("dead", 100),
             targets: vec![applied("a", 1, 1, 1, 0)],
             now: 101,
-            expected: Decision::Completed {
-                ready: succeeded("all 1 configs written"),
-            },
+            expected: completed("all 1 configs written"),
         },
     ];
     check_table(rows);
@@ -737,12 +636,7 @@ fn error_handling_halts_on_any_failed_config() {
             frontier: frontier("site-b", 90),
             targets: fleet.clone(),
             now: 500,
-            expected: Decision::Halted {
-                target: 0,
-                config: "mybinding.site-a".into(),
-                requeue_after: secs(15),
-                ready: halted(r#"VRouterConfig "mybinding.site-a" is Failed"#),
-            },
+            expected: halted_on(0, "mybinding.site-a", 15),
         },
         Row {
             case: "a Failed frontier halts too",
@@ -754,12 +648,7 @@ fn error_handling_halts_on_any_failed_config() {
                 new_target("site-c", 3),
             ],
             now: 500,
-            expected: Decision::Halted {
-                target: 1,
-                config: "mybinding.site-b".into(),
-                requeue_after: secs(15),
-                ready: halted(r#"VRouterConfig "mybinding.site-b" is Failed"#),
-            },
+            expected: halted_on(1, "mybinding.site-b", 15),
         },
         Row {
             case: "FixedInterval does not halt",
@@ -814,12 +703,7 @@ fn halt_does_not_clear_when_only_other_targets_change() {
             frontier: frontier("a", 90),
             targets: vec![failed("a", 1, 1, 1, 100), applied("b", 22, 2, 1, 0)],
             now: 200,
-            expected: Decision::Halted {
-                target: 0,
-                config: "mybinding.a".into(),
-                requeue_after: secs(10),
-                ready: halted(r#"VRouterConfig "mybinding.a" is Failed"#),
-            },
+            expected: halted_on(0, "mybinding.a", 10),
         },
         Row {
             case: "the Failed config comes after the changed one in targetRefs",
@@ -827,12 +711,7 @@ fn halt_does_not_clear_when_only_other_targets_change() {
             frontier: frontier("b", 90),
             targets: vec![applied("a", 11, 1, 1, 0), failed("b", 2, 2, 1, 100)],
             now: 200,
-            expected: Decision::Halted {
-                target: 1,
-                config: "mybinding.b".into(),
-                requeue_after: secs(10),
-                ready: halted(r#"VRouterConfig "mybinding.b" is Failed"#),
-            },
+            expected: halted_on(1, "mybinding.b", 10),
         },
     ];
     check_table(rows);
@@ -843,12 +722,7 @@ fn halt_does_not_clear_when_only_other_targets_change() {
 #[test]
 fn stuck_but_not_failed_targets_block_the_rollout() {
     let fleet = vec![pending("a", 1, 1, 1), new_target("b", 2)];
-    let blocked = Decision::Requeue {
-        after: secs(10),
-        wait: Wait::NotApplied { frontier: "a".into() },
-        blocked_write: None,
-        ready: in_progress("1/2 targets updated"),
-    };
+    let blocked = requeue(10, not_applied("a"), None, "1/2 targets updated");
     check_table(vec![
         Row {
             case: "a minute later",
@@ -885,12 +759,7 @@ fn ready_is_a_fleet_level_completion_gate_for_wait_for_applied() {
                 applied("c", 3, 3, 1, 5),
             ],
             now: 100,
-            expected: Decision::Requeue {
-                after: secs(10),
-                wait: Wait::NotAllApplied { target: "a".into() },
-                blocked_write: None,
-                ready: in_progress("waiting for all configs Applied"),
-            },
+            expected: requeue(10, not_all_applied("a"), None, "waiting for all configs Applied"),
         },
         Row {
             case: "b holds a stale True from an older generation: not complete",
@@ -902,12 +771,7 @@ fn ready_is_a_fleet_level_completion_gate_for_wait_for_applied() {
                 applied("c", 3, 3, 1, 5),
             ],
             now: 100,
-            expected: Decision::Requeue {
-                after: secs(10),
-                wait: Wait::NotAllApplied { target: "b".into() },
-                blocked_write: None,
-                ready: in_progress("waiting for all configs Applied"),
-            },
+            expected: requeue(10, not_all_applied("b"), None, "waiting for all configs Applied"),
         },
         Row {
             case: "every config Applied for its current generation: Ready=True",
@@ -919,9 +783,7 @@ fn ready_is_a_fleet_level_completion_gate_for_wait_for_applied() {
                 applied("c", 3, 3, 1, 5),
             ],
             now: 100,
-            expected: Decision::Completed {
-                ready: succeeded("all 3 configs Applied"),
-            },
+            expected: completed("all 3 configs Applied"),
         },
     ];
     check_table(rows);
@@ -949,12 +811,7 @@ fn ready_is_evaluated_again_at_every_reconcile() {
                 ),
             ],
             now: 5001,
-            expected: Decision::Requeue {
-                after: secs(10),
-                wait: Wait::NotApplied { frontier: "b".into() },
-                blocked_write: None,
-                ready: in_progress("2/2 targets updated"),
-            },
+            expected: requeue(10, not_applied("b"), None, "2/2 targets updated"),
         },
         Row {
             case: "completed earlier; a (not the frontier) lost its Applied since",
@@ -972,12 +829,7 @@ fn ready_is_evaluated_again_at_every_reconcile() {
                 applied("b", 2, 2, 1, 5),
             ],
             now: 5001,
-            expected: Decision::Requeue {
-                after: secs(10),
-                wait: Wait::NotAllApplied { target: "a".into() },
-                blocked_write: None,
-                ready: in_progress("waiting for all configs Applied"),
-            },
+            expected: requeue(10, not_all_applied("a"), None, "waiting for all configs Applied"),
         },
     ]);
 }
@@ -996,9 +848,7 @@ fn fixed_interval_ready_true_only_means_the_writes_finished() {
             applied("c", 3, 3, 1, 5),
         ],
         now: 60,
-        expected: Decision::Completed {
-            ready: succeeded("all 3 configs written"),
-        },
+        expected: completed("all 3 configs written"),
     }]);
 }
 

@@ -5,7 +5,7 @@
 
 use vrouter_rollout::{
     AppliedCondition, ConditionStatus, Decision, ExistingConfig, Frontier, Phase, Policy, Rollout, RolloutError,
-    Target, decide,
+    Target, Wait, decide,
 };
 
 pub const BINDING: &str = "mybinding";
@@ -168,6 +168,68 @@ fn ready(status: ConditionStatus, reason: vrouter_rollout::Reason, message: &str
         status,
         reason,
         message: message.to_owned(),
+    }
+}
+
+/// A Requeue after `after` seconds on `wait`, holding back the write of
+/// `blocked_write`, with Ready False/RolloutInProgress saying `message`.
+pub fn requeue(after: u64, wait: Wait, blocked_write: Option<usize>, message: &str) -> Decision {
+    Decision::Requeue {
+        after: secs(after),
+        wait,
+        blocked_write,
+        ready: in_progress(message),
+    }
+}
+
+/// The rollout is finished: Ready True/ReconcileSucceeded saying `message`.
+pub fn completed(message: &str) -> Decision {
+    Decision::Completed {
+        ready: succeeded(message),
+    }
+}
+
+/// Halted on `targets[target]`, whose config `config` is Failed, polling
+/// every `poll` seconds; Ready False/RolloutHalted names the config.
+pub fn halted_on(target: usize, config: &str, poll: u64) -> Decision {
+    Decision::Halted {
+        target,
+        config: config.to_owned(),
+        requeue_after: secs(poll),
+        ready: halted(&format!(r#"VRouterConfig "{config}" is Failed"#)),
+    }
+}
+
+pub fn not_applied(frontier: &str) -> Wait {
+    Wait::NotApplied {
+        frontier: frontier.to_owned(),
+    }
+}
+
+pub fn not_all_applied(target: &str) -> Wait {
+    Wait::NotAllApplied {
+        target: target.to_owned(),
+    }
+}
+
+pub fn soaking(frontier: &str, until: i64) -> Wait {
+    Wait::Soaking {
+        frontier: frontier.to_owned(),
+        until: at(until),
+    }
+}
+
+pub fn interval(frontier: &str, until: i64) -> Wait {
+    Wait::Interval {
+        frontier: frontier.to_owned(),
+        until: at(until),
+    }
+}
+
+pub fn evicted(frontier: &str, until: i64) -> Wait {
+    Wait::EvictedFrontier {
+        frontier: frontier.to_owned(),
+        until: at(until),
     }
 }
 
