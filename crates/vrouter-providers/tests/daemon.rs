@@ -15,7 +15,7 @@ use vrouter_providers::ApplyId;
 use vrouter_providers::daemon::payload::largest_plain_config;
 use vrouter_providers::daemon::proto::ApplyConfigRequest;
 use vrouter_providers::daemon::{DaemonOptions, DaemonProvider, ExecRegistry};
-use vrouter_providers::{ApplyRecord, ExecStatus, Provider, ProviderError};
+use vrouter_providers::{ApplyRecord, ExecHandle, ExecStatus, Provider, ProviderError};
 use vrouter_test_peers::daemon::{Agent, AgentFlags, Daemon};
 use vrouter_test_peers::poll_until_exited as wait;
 
@@ -53,6 +53,14 @@ async fn wait_for_log(agent: &Agent, text: &str) {
     }
 }
 
+/// Starts an apply with a fresh id that saves, as the operator does.
+async fn apply(provider: &DaemonProvider, config: &str, commands: &str) -> ExecHandle {
+    provider
+        .exec_script(&ApplyId::fresh(1), config, commands, true)
+        .await
+        .unwrap()
+}
+
 fn count(calls: &[String], call: &str) -> usize {
     calls.iter().filter(|c| *c == call).count()
 }
@@ -67,6 +75,11 @@ fn script_calls(load: &str, commands: &[&str]) -> Vec<String> {
     calls.extend(commands.iter().map(|c| c.to_string()));
     calls.extend(["commit".into(), "save".into()]);
     calls
+}
+
+/// The calls of one run that loads the default config (no config pushed).
+fn default_calls(commands: &[&str]) -> Vec<String> {
+    script_calls("load /opt/vyatta/etc/config.boot.default", commands)
 }
 
 /// `ApplyConfig` sent as-is, bypassing the provider's checks, to show what
@@ -152,15 +165,12 @@ async fn an_apply_runs_the_agents_script_with_the_config_and_commands_byte_for_b
         ("system {\n    host-name r1\n}", "system {\n    host-name r1\n}\n"),
     ] {
         let before = agent.sandbox().calls().len();
-        let handle = provider
-            .exec_script(
-                &ApplyId::fresh(1),
-                config,
-                "set system host-name r1\nset system ntp server 192.0.2.2\n",
-                true,
-            )
-            .await
-            .unwrap();
+        let handle = apply(
+            &provider,
+            config,
+            "set system host-name r1\nset system ntp server 192.0.2.2\n",
+        )
+        .await;
         assert!(handle.get() > 0);
         let outcome = wait(&provider, handle).await.unwrap();
         assert_eq!(outcome.exit_code, 0, "{outcome:?}");
@@ -193,20 +203,163 @@ async fn an_apply_runs_the_agents_script_with_the_config_and_commands_byte_for_b
     }
 }
 
+/// One apply to a fresh agent "r1" through a provider with a 60 s timeout,
+/// and what it leaves behind.
+struct Case {
+    name: &'static str,
+    agent: AgentFlags,
+    /// The agent's script directory is removed before the apply.
+    script_dir_gone: bool,
+    config: &'static str,
+    commands: &'static str,
+    exit_code: i64,
+    /// `None`: the apply succeeds.
+    failure: Option<Text>,
+    /// Text the outcome's stdout contains.
+    stdout: Option<&'static str>,
+    calls: Calls,
+    /// The config the agent loaded.
+    loaded: Option<&'static [u8]>,
+}
+
+#[derive(Debug)]
+enum Text {
+    Contains(&'static str),
+    StartsWith(&'static str),
+}
+
+impl Text {
+    fn matches(&self, text: &str) -> bool {
+        match self {
+            Text::Contains(part) => text.contains(part),
+            Text::StartsWith(prefix) => text.starts_with(prefix),
+        }
+    }
+}
+
+/// What the agent's stub vbash logged.
+enum Calls {
+    Exactly(Vec<String>),
+    Including(&'static str),
+    Unchecked,
+}
+
+impl Case {
+    /// An apply of `commands` over an empty config to an agent with its
+    /// default flags, that succeeds; a row overrides what it is about.
+    fn new(name: &'static str, commands: &'static str) -> Case {
+        Case {
+            name,
+            agent: AgentFlags::default(),
+            script_dir_gone: false,
+            config: "",
+            commands,
+            exit_code: 0,
+            failure: None,
+            stdout: None,
+            calls: Calls::Unchecked,
+            loaded: None,
+        }
+    }
+}
+
+async fn check(case: Case) {
+    let name = case.name;
+    let daemon = Daemon::start();
+    let agent = daemon.start_agent("r1", case.agent).await;
+    if case.script_dir_gone {
+        std::fs::remove_dir_all(agent.script_dir()).unwrap();
+    }
+    let provider = provider(&daemon, "r1", 60);
+    let handle = apply(&provider, case.config, case.commands).await;
+    let outcome = wait(&provider, handle).await.unwrap();
+    assert_eq!(outcome.exit_code, case.exit_code, "{name}: {outcome:?}");
+    // The agent runs the script with its output and error in one stream.
+    assert_eq!(outcome.stderr, "", "{name}: {outcome:?}");
+    match (&case.failure, outcome.failure()) {
+        (None, None) => {}
+        (Some(expected), Some(failure)) if expected.matches(&failure) => {}
+        (expected, got) => panic!("{name}: failure {got:?}, expected {expected:?}: {outcome:?}"),
+    }
+    if let Some(part) = case.stdout {
+        assert!(outcome.stdout.contains(part), "{name}: {outcome:?}");
+    }
+    let calls = agent.sandbox().calls();
+    match &case.calls {
+        Calls::Exactly(expected) => assert_eq!(&calls, expected, "{name}"),
+        Calls::Including(call) => assert!(calls.iter().any(|c| c == call), "{name}: {calls:?}"),
+        Calls::Unchecked => {}
+    }
+    if let Some(loaded) = case.loaded {
+        assert_eq!(
+            agent.sandbox().loaded_config().unwrap(),
+            loaded,
+            "{name}: the config loaded"
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_empty_config_loads_the_default_config_and_the_commands_still_run() {
-    let daemon = Daemon::start();
-    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
-    let provider = provider(&daemon, "r1", 60);
-    let handle = provider
-        .exec_script(&ApplyId::fresh(1), "", "set system host-name r1", true)
-        .await
-        .unwrap();
-    assert!(wait(&provider, handle).await.unwrap().succeeded());
-    assert_eq!(
-        agent.sandbox().calls(),
-        script_calls("load /opt/vyatta/etc/config.boot.default", &["set system host-name r1"])
-    );
+    check(Case {
+        calls: Calls::Exactly(default_calls(&["set system host-name r1"])),
+        ..Case::new("empty config", "set system host-name r1")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_failing_script_reports_its_code_with_stderr_merged_into_stdout() {
+    check(Case {
+        exit_code: 3,
+        failure: Some(Text::Contains("code 3")),
+        stdout: Some("commit: configuration error"),
+        ..Case::new("script exits 3", "echo 'commit: configuration error' >&2\nexit 3")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_set_failure_that_exits_zero_fails_the_apply() {
+    check(Case {
+        failure: Some(Text::Contains("Set failed")),
+        calls: Calls::Including("commit"),
+        ..Case::new("set failed, exit 0", "set interfaces ethernet eth9 address INVALID")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_write_its_script_reports_why() {
+    check(Case {
+        script_dir_gone: true,
+        exit_code: -1,
+        failure: Some(Text::StartsWith("vrouter-daemon agent: create temp script:")),
+        calls: Calls::Exactly(vec![]),
+        ..Case::new("no script directory", "set x")
+    })
+    .await;
+}
+
+const INIT_CONFIG: &str =
+    "config: |\n  system {\n      host-name from-init\n  }\ncommands: |\n  set system domain-name init.example\n";
+
+#[tokio::test]
+async fn an_agent_with_an_init_config_loads_it_instead_of_the_pushed_config() {
+    check(Case {
+        agent: AgentFlags {
+            init_config: Some(INIT_CONFIG.into()),
+            ..AgentFlags::default()
+        },
+        config: "system {\n    host-name pushed\n}\n",
+        calls: Calls::Exactly(script_calls(
+            "load /dev/stdin",
+            &["set system domain-name init.example", "set system host-name pushed"],
+        )),
+        loaded: Some(b"system {\n    host-name from-init\n}\n\n"),
+        ..Case::new("the init config wins over spec.config", "set system host-name pushed")
+    })
+    .await;
 }
 
 /// The daemon's API carries no apply id, so the provider keeps the record:
@@ -238,68 +391,6 @@ async fn an_apply_id_runs_once_per_process_and_its_record_outlives_the_handle() 
     assert_eq!(count(&agent.sandbox().calls(), "commit"), 1);
     let restarted = provider_at(daemon.address(), "r1", 60, Arc::new(ExecRegistry::new()));
     assert_eq!(restarted.apply_record(&apply).await.unwrap(), ApplyRecord::Unknown);
-}
-
-#[tokio::test]
-async fn a_failing_script_reports_its_code_with_stderr_merged_into_stdout() {
-    let daemon = Daemon::start();
-    let _agent = daemon.start_agent("r1", AgentFlags::default()).await;
-    let provider = provider(&daemon, "r1", 60);
-    let handle = provider
-        .exec_script(
-            &ApplyId::fresh(1),
-            "",
-            "echo 'commit: configuration error' >&2\nexit 3",
-            true,
-        )
-        .await
-        .unwrap();
-    let outcome = wait(&provider, handle).await.unwrap();
-    assert_eq!(outcome.exit_code, 3);
-    // The agent runs the script with its output and error in one stream.
-    assert!(outcome.stdout.contains("commit: configuration error"), "{outcome:?}");
-    assert_eq!(outcome.stderr, "");
-    assert!(outcome.failure().unwrap().contains("code 3"), "{outcome:?}");
-}
-
-#[tokio::test]
-async fn a_set_failure_that_exits_zero_fails_the_apply() {
-    let daemon = Daemon::start();
-    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
-    let provider = provider(&daemon, "r1", 60);
-    let handle = provider
-        .exec_script(
-            &ApplyId::fresh(1),
-            "",
-            "set interfaces ethernet eth9 address INVALID",
-            true,
-        )
-        .await
-        .unwrap();
-    let outcome = wait(&provider, handle).await.unwrap();
-    assert_eq!(outcome.exit_code, 0);
-    assert!(outcome.failure().unwrap().contains("Set failed"), "{outcome:?}");
-    assert!(agent.sandbox().calls().contains(&"commit".to_string()));
-}
-
-#[tokio::test]
-async fn an_agent_that_cannot_write_its_script_reports_why() {
-    let daemon = Daemon::start();
-    let agent = daemon.start_agent("r1", AgentFlags::default()).await;
-    std::fs::remove_dir_all(agent.script_dir()).unwrap();
-    let provider = provider(&daemon, "r1", 60);
-    let handle = provider
-        .exec_script(&ApplyId::fresh(1), "", "set x", true)
-        .await
-        .unwrap();
-    let outcome = wait(&provider, handle).await.unwrap();
-    assert_eq!(outcome.exit_code, -1, "{outcome:?}");
-    let failure = outcome.failure().unwrap();
-    assert!(
-        failure.starts_with("vrouter-daemon agent: create temp script:"),
-        "{failure}"
-    );
-    assert_eq!(agent.sandbox().calls(), Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -378,10 +469,7 @@ async fn the_largest_config_the_agent_accepts_arrives_whole_and_one_byte_more_br
     let provider = provider(&daemon, "r1", 120);
     let largest = largest_plain_config();
     let config = "a".repeat(largest);
-    let handle = provider
-        .exec_script(&ApplyId::fresh(1), &config, "", true)
-        .await
-        .unwrap();
+    let handle = apply(&provider, &config, "").await;
     assert!(wait(&provider, handle).await.unwrap().succeeded());
     let loaded = agent.sandbox().loaded_config().unwrap();
     assert_eq!(loaded.len(), largest + 1);
@@ -408,15 +496,12 @@ async fn a_timed_out_apply_still_runs_to_its_end_and_the_next_apply_waits_for_it
     let daemon = Daemon::start();
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let quick = provider(&daemon, "r1", 1);
-    let handle = quick
-        .exec_script(
-            &ApplyId::fresh(1),
-            "",
-            &format!("{}\nset system host-name slow", agent.gate("slow")),
-            true,
-        )
-        .await
-        .unwrap();
+    let handle = apply(
+        &quick,
+        "",
+        &format!("{}\nset system host-name slow", agent.gate("slow")),
+    )
+    .await;
     let err = wait(&quick, handle).await.unwrap_err();
     assert!(err.is_timeout(), "{err}");
     assert!(err.apply_ended().is_some(), "{err:?}");
@@ -427,19 +512,10 @@ async fn a_timed_out_apply_still_runs_to_its_end_and_the_next_apply_waits_for_it
 
     // The next apply goes to the same agent, which runs one script at a time.
     let patient = provider(&daemon, "r1", 60);
-    let next = patient
-        .exec_script(&ApplyId::fresh(1), "", "set system host-name next", true)
-        .await
-        .unwrap();
+    let next = apply(&patient, "", "set system host-name next").await;
     assert!(wait(&patient, next).await.unwrap().succeeded());
-    let mut expected = script_calls(
-        "load /opt/vyatta/etc/config.boot.default",
-        &["set system host-name slow"],
-    );
-    expected.extend(script_calls(
-        "load /opt/vyatta/etc/config.boot.default",
-        &["set system host-name next"],
-    ));
+    let mut expected = default_calls(&["set system host-name slow"]);
+    expected.extend(default_calls(&["set system host-name next"]));
     assert_eq!(agent.sandbox().calls(), expected);
 }
 
@@ -453,10 +529,7 @@ async fn a_frozen_agent_looks_connected_its_apply_times_out_and_runs_when_it_tha
         provider.is_vm_running().await.unwrap(),
         "the server cannot tell a frozen agent"
     );
-    let handle = provider
-        .exec_script(&ApplyId::fresh(1), "", "set system host-name stale", true)
-        .await
-        .unwrap();
+    let handle = apply(&provider, "", "set system host-name stale").await;
     let err = wait(&provider, handle).await.unwrap_err();
     assert!(err.is_timeout(), "{err}");
     assert_eq!(agent.sandbox().calls(), Vec::<String>::new());
@@ -473,10 +546,7 @@ async fn an_agent_killed_mid_apply_loses_the_result_and_is_no_longer_running() {
     let daemon = Daemon::start();
     let mut agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let provider = provider(&daemon, "r1", 60);
-    let handle = provider
-        .exec_script(&ApplyId::fresh(1), "", "sleep 30\nset system host-name never", true)
-        .await
-        .unwrap();
+    let handle = apply(&provider, "", "sleep 30\nset system host-name never").await;
     wait_for_calls(&agent, "the script started", |c| c.contains(&"configure".to_string())).await;
     agent.kill();
     let err = wait(&provider, handle).await.unwrap_err();
@@ -491,10 +561,7 @@ async fn an_apply_to_an_agent_that_is_not_connected_is_lost_and_nothing_runs() {
     let daemon = Daemon::start();
     let provider = provider(&daemon, "nobody", 60);
     assert!(!provider.is_vm_running().await.unwrap());
-    let handle = provider
-        .exec_script(&ApplyId::fresh(1), "", "set x", true)
-        .await
-        .unwrap();
+    let handle = apply(&provider, "", "set x").await;
     let err = wait(&provider, handle).await.unwrap_err();
     assert!(err.is_exec_result_lost(), "{err}");
     assert!(err.to_string().contains("not connected"), "{err}");
@@ -505,15 +572,12 @@ async fn a_server_killed_mid_apply_loses_the_result_and_the_restarted_server_app
     let mut daemon = Daemon::start();
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let provider = provider(&daemon, "r1", 60);
-    let handle = provider
-        .exec_script(
-            &ApplyId::fresh(1),
-            "",
-            &format!("{}\nset system host-name first", agent.gate("first")),
-            true,
-        )
-        .await
-        .unwrap();
+    let handle = apply(
+        &provider,
+        "",
+        &format!("{}\nset system host-name first", agent.gate("first")),
+    )
+    .await;
     wait_for_calls(&agent, "the script started", |c| c.contains(&"configure".to_string())).await;
     daemon.kill_server();
     let err = wait(&provider, handle).await.unwrap_err();
@@ -537,10 +601,7 @@ async fn a_server_killed_mid_apply_loses_the_result_and_the_restarted_server_app
     daemon.restart_server();
     // The same provider (and its shared connection) reaches the new server;
     // the apply waits in Redis until the agent has reconnected.
-    let handle = provider
-        .exec_script(&ApplyId::fresh(1), "", "set system host-name second", true)
-        .await
-        .unwrap();
+    let handle = apply(&provider, "", "set system host-name second").await;
     assert!(wait(&provider, handle).await.unwrap().succeeded());
     let calls = agent.sandbox().calls();
     assert_eq!(count(&calls, "save"), 2, "{calls:?}");
@@ -559,10 +620,7 @@ async fn after_a_server_crash_a_vanished_agent_looks_connected_and_its_apply_tim
     // stays until its TTL (60 s after the last refresh) runs out.
     let provider = provider(&daemon, "r1", 1);
     assert!(provider.is_vm_running().await.unwrap());
-    let handle = provider
-        .exec_script(&ApplyId::fresh(1), "", "set x", true)
-        .await
-        .unwrap();
+    let handle = apply(&provider, "", "set x").await;
     let err = wait(&provider, handle).await.unwrap_err();
     assert!(err.is_timeout(), "{err}");
 }
@@ -572,15 +630,7 @@ async fn a_restarted_operator_loses_its_handle_and_its_new_apply_waits_for_the_o
     let daemon = Daemon::start();
     let agent = daemon.start_agent("r1", AgentFlags::default()).await;
     let before = provider_at(daemon.address(), "r1", 60, Arc::new(ExecRegistry::new()));
-    let old = before
-        .exec_script(
-            &ApplyId::fresh(1),
-            "",
-            &format!("{}\nset system host-name old", agent.gate("old")),
-            true,
-        )
-        .await
-        .unwrap();
+    let old = apply(&before, "", &format!("{}\nset system host-name old", agent.gate("old"))).await;
     wait_for_calls(&agent, "the old script started", |c| {
         c.contains(&"configure".to_string())
     })
@@ -591,65 +641,16 @@ async fn a_restarted_operator_loses_its_handle_and_its_new_apply_waits_for_the_o
     let err = after.get_exec_status(old).await.unwrap_err();
     assert!(err.is_exec_result_lost(), "{err}");
     assert!(err.to_string().contains("restarted"), "{err}");
-    let new = after
-        .exec_script(&ApplyId::fresh(1), "", "set system host-name new", true)
-        .await
-        .unwrap();
+    let new = apply(&after, "", "set system host-name new").await;
     assert_ne!(new, old);
     agent.open_gate("old");
     assert!(wait(&after, new).await.unwrap().succeeded());
-    let mut expected = script_calls(
-        "load /opt/vyatta/etc/config.boot.default",
-        &["set system host-name old"],
-    );
-    expected.extend(script_calls(
-        "load /opt/vyatta/etc/config.boot.default",
-        &["set system host-name new"],
-    ));
+    let mut expected = default_calls(&["set system host-name old"]);
+    expected.extend(default_calls(&["set system host-name new"]));
     assert_eq!(
         agent.sandbox().calls(),
         expected,
         "one script after the other, never both at once"
-    );
-}
-
-const INIT_CONFIG: &str =
-    "config: |\n  system {\n      host-name from-init\n  }\ncommands: |\n  set system domain-name init.example\n";
-
-#[tokio::test]
-async fn an_agent_with_an_init_config_loads_it_instead_of_the_pushed_config() {
-    let daemon = Daemon::start();
-    let agent = daemon
-        .start_agent(
-            "r1",
-            AgentFlags {
-                init_config: Some(INIT_CONFIG.into()),
-                ..AgentFlags::default()
-            },
-        )
-        .await;
-    let provider = provider(&daemon, "r1", 60);
-    let handle = provider
-        .exec_script(
-            &ApplyId::fresh(1),
-            "system {\n    host-name pushed\n}\n",
-            "set system host-name pushed",
-            true,
-        )
-        .await
-        .unwrap();
-    assert!(wait(&provider, handle).await.unwrap().succeeded());
-    assert_eq!(
-        agent.sandbox().loaded_config().unwrap(),
-        b"system {\n    host-name from-init\n}\n\n",
-        "the init config wins over spec.config"
-    );
-    assert_eq!(
-        agent.sandbox().calls(),
-        script_calls(
-            "load /dev/stdin",
-            &["set system domain-name init.example", "set system host-name pushed"]
-        )
     );
 }
 
@@ -667,10 +668,7 @@ async fn with_the_rollback_policy_a_server_outage_loads_the_init_config_behind_t
         )
         .await;
     let provider = provider(&daemon, "r1", 60);
-    let handle = provider
-        .exec_script(&ApplyId::fresh(1), "system {\n    host-name pushed\n}\n", "", true)
-        .await
-        .unwrap();
+    let handle = apply(&provider, "system {\n    host-name pushed\n}\n", "").await;
     assert!(wait(&provider, handle).await.unwrap().succeeded());
     assert!(
         !agent.log().contains("overridden"),
@@ -682,10 +680,7 @@ async fn with_the_rollback_policy_a_server_outage_loads_the_init_config_behind_t
     let calls = wait_for_calls(&agent, "the init config applied", |c| count(c, "save") == 2).await;
     assert_eq!(
         calls[calls.len() - 6..],
-        script_calls(
-            "load /opt/vyatta/etc/config.boot.default",
-            &["set system host-name rolled-back"]
-        )[..]
+        default_calls(&["set system host-name rolled-back"])[..]
     );
     // Once the server is back, the agent reconnects; the operator is told
     // nothing: the router now runs the init config.
@@ -724,7 +719,7 @@ async fn one_connection_per_address_is_shared() {
             // A fresh provider per call, as controllers build one per reconcile.
             let p = provider_at(address.clone(), agent, 60, registry.clone());
             assert!(p.is_vm_running().await.unwrap(), "round {round} {agent}");
-            let h = p.exec_script(&ApplyId::fresh(1), "c", "", true).await.unwrap();
+            let h = apply(&p, "c", "").await;
             assert!(wait(&p, h).await.unwrap().succeeded());
         }
     }
