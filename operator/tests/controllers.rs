@@ -78,58 +78,82 @@ async fn a_binding_over_three_targets_merges_three_layers_and_applies_everywhere
     assert_eq!(ready, ("True".into(), "ReconcileSucceeded".into()));
 }
 
-#[tokio::test]
-async fn a_set_failure_with_exit_zero_is_failed() {
-    let site = site("ctl-marker", &["r1"], Settings::default()).await;
-    let ns = &site.ns;
+/// A direct config on router r1 of a fresh site, whose apply must end Failed.
+struct FailingApply {
+    /// The config's name; the site's namespace is named `ctl-<name>`.
+    name: &'static str,
+    settings: Settings,
+    commands: &'static str,
+    /// The reason of the Applied=False condition.
+    reason: &'static str,
+    /// Text the phase message contains.
+    message: Option<&'static str>,
+    /// Nothing may run in the guest's vbash.
+    nothing_runs: bool,
+}
+
+async fn check_failing_apply(case: FailingApply) {
+    let name = case.name;
+    let site = site(&format!("ctl-{name}"), &["r1"], case.settings).await;
     create::<VRouterConfig>(
-        ns,
-        json!({"metadata": {"name": "direct"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set interfaces ethernet eth0 address INVALID\n"}}),
+        &site.ns,
+        json!({"metadata": {"name": name}, "spec": {"targetRef": {"name": "r1"}, "commands": case.commands}}),
     )
     .await;
-    let configs = ns.api::<VRouterConfig>();
-    let (phase, applied, message) = final_phase(&configs, "direct", Duration::from_secs(60)).await;
-    assert_eq!(phase, Phase::Failed);
-    assert_eq!(applied, Some(("False".into(), "ConfigFailed".into())));
-    assert!(message.contains("Set failed"), "{message}");
+    let configs = site.ns.api::<VRouterConfig>();
+    let (phase, applied, message) = final_phase(&configs, name, Duration::from_secs(60)).await;
+    assert_eq!(phase, Phase::Failed, "{name}: {message}");
+    assert_eq!(applied, Some(("False".into(), case.reason.into())), "{name}: {message}");
+    if let Some(part) = case.message {
+        assert!(message.contains(part), "{name}: {message}");
+    }
+    if case.nothing_runs {
+        let calls = site.routers["r1"].sandbox.calls();
+        assert!(calls.is_empty(), "{name}: nothing ran in the guest's vbash: {calls:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_set_failure_with_exit_zero_is_failed() {
+    check_failing_apply(FailingApply {
+        name: "marker",
+        settings: Settings::default(),
+        commands: "set interfaces ethernet eth0 address INVALID\n",
+        reason: "ConfigFailed",
+        message: Some("Set failed"),
+        nothing_runs: false,
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn an_apply_that_never_exits_becomes_apply_timeout() {
-    let settings = Settings {
-        apply_timeout: Duration::from_secs(3),
-        ..Settings::default()
-    };
-    let site = site("ctl-timeout", &["r1"], settings).await;
-    let ns = &site.ns;
-    // The guest runs the commands in its shell: this apply outlives the timeout.
-    create::<VRouterConfig>(
-        ns,
-        json!({"metadata": {"name": "slow"}, "spec": {"targetRef": {"name": "r1"}, "commands": "sleep 30\n"}}),
-    )
+    check_failing_apply(FailingApply {
+        name: "timeout",
+        settings: Settings {
+            apply_timeout: Duration::from_secs(3),
+            ..Settings::default()
+        },
+        // The guest runs the commands in its shell: this apply outlives the timeout.
+        commands: "sleep 30\n",
+        reason: "ApplyTimeout",
+        message: None,
+        nothing_runs: false,
+    })
     .await;
-    let configs = ns.api::<VRouterConfig>();
-    let (phase, applied, _) = final_phase(&configs, "slow", Duration::from_secs(60)).await;
-    assert_eq!(phase, Phase::Failed);
-    assert_eq!(applied, Some(("False".into(), "ApplyTimeout".into())));
 }
 
 #[tokio::test]
 async fn a_script_that_cannot_be_built_fails_at_once_instead_of_retrying() {
-    let site = site("ctl-nul", &["r1"], Settings::default()).await;
-    let ns = &site.ns;
-    create::<VRouterConfig>(
-        ns,
-        json!({"metadata": {"name": "nul"}, "spec": {"targetRef": {"name": "r1"}, "commands": "set system host-name a\0b\n"}}),
-    )
+    check_failing_apply(FailingApply {
+        name: "nul",
+        settings: Settings::default(),
+        commands: "set system host-name a\0b\n",
+        reason: "ConfigFailed",
+        message: Some("NUL byte"),
+        nothing_runs: true,
+    })
     .await;
-    let configs = ns.api::<VRouterConfig>();
-    let (phase, applied, message) = final_phase(&configs, "nul", Duration::from_secs(60)).await;
-    assert_eq!(phase, Phase::Failed);
-    assert_eq!(applied, Some(("False".into(), "ConfigFailed".into())));
-    assert!(message.contains("NUL byte"), "{message}");
-    let calls = site.routers["r1"].sandbox.calls();
-    assert!(calls.is_empty(), "nothing ran in the guest's vbash: {calls:?}");
 }
 
 /// A VRouterTarget of type vrouter-daemon for agent `agent` behind `daemon`.
