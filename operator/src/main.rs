@@ -39,7 +39,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     if args.command.is_none() && invoked_as_kubectl_plugin() {
-        eprintln!("usage: kubectl vrouter <render|diff|convert|resume> ...; see kubectl vrouter --help");
+        eprintln!("usage: kubectl vrouter <command> ...; see kubectl vrouter --help");
         std::process::exit(diff::EXIT_ERROR);
     }
     match &args.command {
@@ -54,6 +54,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         Some(Command::Resume { binding }) => {
             std::process::exit(resume_binding(binding, args.kubeconfig.as_deref()).await)
         }
+        Some(other) => std::process::exit(history_command(other, &args).await),
         None => {}
     }
     telemetry::init(&args.logging(std::env::var("RUST_LOG").ok().as_deref()));
@@ -428,6 +429,57 @@ async fn resume_binding(binding: &str, kubeconfig: Option<&std::path::Path>) -> 
     match resumed.await {
         Ok(note) => {
             println!("{note}");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            diff::EXIT_ERROR
+        }
+    }
+}
+
+/// `history` or `rollback --to-revision`.
+async fn history_command(command: &Command, args: &Args) -> i32 {
+    match command {
+        Command::History { config, namespace } => {
+            config_history(config, namespace.as_deref(), None, args.kubeconfig.as_deref()).await
+        }
+        Command::Rollback {
+            config,
+            namespace,
+            to_revision,
+        } => {
+            config_history(
+                config,
+                namespace.as_deref(),
+                Some(*to_revision),
+                args.kubeconfig.as_deref(),
+            )
+            .await
+        }
+        _ => unreachable!("run handles every other command"),
+    }
+}
+
+/// Lists the history (no `rollback_to`) or asks for the rollback.
+async fn config_history(
+    config: &str,
+    namespace: Option<&str>,
+    rollback_to: Option<u64>,
+    kubeconfig: Option<&std::path::Path>,
+) -> i32 {
+    use vrouter_operator::cli::history;
+    let done = async {
+        let client = connect(kubeconfig).await?;
+        let (namespace, name) = history::config_ref(config, namespace, client.default_namespace())?;
+        Ok::<_, anyhow::Error>(match rollback_to {
+            None => history::list(&client, &namespace, &name).await?,
+            Some(revision) => history::rollback(&client, &namespace, &name, revision).await? + "\n",
+        })
+    };
+    match done.await {
+        Ok(out) => {
+            print!("{out}");
             0
         }
         Err(e) => {

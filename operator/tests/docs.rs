@@ -859,6 +859,14 @@ fn check_operator_cli(args: &[String]) -> Result<(), String> {
         ("render", []) => proven_by(TEST, "operator(&[\"render\"]"),
         ("render", ["--script"]) => proven_by("operator/tests/offline_render.rs", "[\"render\", \"--script\"]"),
         ("resume", []) => proven_by("operator/tests/waves.rs", ".args([\"resume\", &binding])"),
+        ("history", ["-n"]) => proven_by(
+            "operator/tests/config_history.rs",
+            "cli(&[\"history\", config, \"-n\", ns]",
+        ),
+        ("rollback", ["-n", "--to-revision"]) => proven_by(
+            "operator/tests/config_history.rs",
+            "&[\"rollback\", \"edge.r1\", \"-n\", namespace, \"--to-revision\", \"1\"]",
+        ),
         (subcommand, flags) => Err(format!(
             "vrouter-operator {subcommand} {}: the tests run `convert [--in-place]` and `render [--script]` only",
             flags.join(" ")

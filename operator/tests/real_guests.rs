@@ -1360,3 +1360,84 @@ async fn proxmox_confirmed_apply_is_confirmed_when_its_check_passes_and_rolled_b
         "nothing ran in the guest since"
     );
 }
+
+/// The config `name` settled Applied at a generation above `after`.
+async fn applied_after(configs: &Api<VRouterConfig>, name: &str, after: i64) -> i64 {
+    wait_for(
+        &format!("{name} applied after generation {after}"),
+        Duration::from_secs(240),
+        || async {
+            let config = configs.get_opt(name).await.ok()??;
+            let generation = config.metadata.generation?;
+            let status = config.status?;
+            assert_ne!(status.phase, Phase::Failed, "{name}: {}", status.message);
+            (generation > after && status.phase == Phase::Applied && status.observed_generation == generation)
+                .then_some(generation)
+        },
+    )
+    .await
+}
+
+/// `vrouter-operator ARGS` as a user runs it, with the admin kubeconfig.
+async fn operator_cli(args: &[&str]) -> String {
+    let kubeconfig = TestEnv::shared().await.kubeconfig_path().to_owned();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vrouter-operator"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{args:?}: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[tokio::test]
+async fn a_rollback_puts_the_first_revision_back_on_a_real_guest() {
+    let guest = PVE_GUEST.lease();
+    let rig = proxmox_rig("real-rollback", &guest, &[], "60s").await;
+    let ns = rig.ns.name().to_owned();
+    let configs = rig.ns.api::<VRouterConfig>();
+    let commands = |host: &str| format!("set system host-name {host}\n");
+    create::<VRouterConfig>(
+        &rig.ns,
+        json!({"metadata": {"name": "direct"}, "spec": {"targetRef": {"name": "r1"}, "commands": commands("first")}}),
+    )
+    .await;
+    let mut generation = applied_after(&configs, "direct", 0).await;
+    for host in ["second", "third"] {
+        let patch = json!({"spec": {"commands": commands(host)}});
+        configs
+            .patch("direct", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        generation = applied_after(&configs, "direct", generation).await;
+    }
+    let running = String::from_utf8(rig.view.running_config().await.unwrap()).unwrap();
+    assert!(running.contains("host-name third"), "{running}");
+    let listed = operator_cli(&["history", "direct", "-n", &ns]).await;
+    assert_eq!(listed.lines().count(), 4, "a header and three revisions: {listed}");
+
+    operator_cli(&["rollback", "direct", "-n", &ns, "--to-revision", "1"]).await;
+    applied_after(&configs, "direct", generation).await;
+    // Read back from the guest: revision 1's config runs there again.
+    let running = String::from_utf8(rig.view.running_config().await.unwrap()).unwrap();
+    assert!(
+        running.contains("host-name first") && !running.contains("host-name third"),
+        "{running}"
+    );
+    let listed = wait_for("the rollback's revision", Duration::from_secs(30), || async {
+        let listed = operator_cli(&["history", "direct", "-n", &ns]).await;
+        (listed.lines().count() == 5).then_some(listed)
+    })
+    .await;
+    let last: Vec<&str> = listed.lines().last().unwrap().split('\t').collect();
+    assert_eq!(
+        (last[0], last[2], last[6]),
+        ("4", "Applied", "rollback to 1"),
+        "{listed}"
+    );
+}

@@ -68,6 +68,8 @@ pub fn desired_config(binding: &VRouterBinding, target: &str, config: String, co
             config,
             commands,
             confirm: binding.spec.confirm.clone(),
+            rollback_to: None,
+            revision_history_limit: None,
         },
         status: None,
     }

@@ -47,7 +47,36 @@ pub struct VRouterConfigSpec {
     /// Not available for vrouter-daemon targets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirm: Option<ConfirmSpec>,
+    /// Apply a revision from this config's history (`kubectl vrouter
+    /// history`) instead of `config` and `commands`, through the same
+    /// apply as any other. Set by `kubectl vrouter rollback`; removing it
+    /// applies `config` and `commands` again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_to: Option<RollbackTo>,
+    /// How many applied revisions the history Secret `<name>-history`
+    /// keeps, oldest dropped first (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub revision_history_limit: Option<u32>,
 }
+
+/// A rollback to a revision of the config's history (`spec.rollbackTo`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackTo {
+    /// The revision to apply, as `kubectl vrouter history` numbers it.
+    #[schemars(range(min = 1))]
+    pub revision: u64,
+    /// The generation of the controlling VRouterBinding when the rollback
+    /// was asked for: the binding leaves the config as it is while its
+    /// generation is still this one, and replaces it (ending the rollback)
+    /// once its spec changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding_generation: Option<i64>,
+}
+
+/// The revisions a history keeps when `spec.revisionHistoryLimit` is unset.
+pub const DEFAULT_REVISION_HISTORY_LIMIT: u32 = 10;
 
 /// A confirmed apply (`spec.confirm`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

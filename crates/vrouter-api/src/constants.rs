@@ -129,3 +129,8 @@ pub mod event {
     /// tried again): its router is not watched for drift meanwhile.
     pub const STATUS_NOT_CREATED: &str = "StatusNotCreated";
 }
+
+/// The type of the Secrets the operator writes: a router's stored configs
+/// (drift detection) and a config's revision history. The operator's
+/// admission policy lets it write Secrets of this type only.
+pub const ROUTER_CONFIG_SECRET_TYPE: &str = "vrouter.kojuro.date/router-config";

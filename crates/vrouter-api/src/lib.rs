@@ -8,6 +8,7 @@ pub mod crds;
 pub mod daemon_access;
 pub mod duration;
 pub mod fingerprint;
+pub mod history;
 pub mod manifest;
 pub mod params;
 pub mod proxmox_cluster;
@@ -26,7 +27,8 @@ pub use binding::{
     VRouterBindingStatus,
 };
 pub use config::{
-    ConfirmCheck, ConfirmSpec, ConfirmationStatus, Phase, VRouterConfig, VRouterConfigSpec, VRouterConfigStatus,
+    ConfirmCheck, ConfirmSpec, ConfirmationStatus, Phase, RollbackTo, VRouterConfig, VRouterConfigSpec,
+    VRouterConfigStatus,
 };
 pub use duration::Duration;
 pub use params::{VRouterParams, VRouterParamsSpec};

@@ -398,6 +398,34 @@ pub enum Command {
         #[arg(value_name = "NAMESPACE/NAME")]
         binding: String,
     },
+    /// List a VRouterConfig's applied revisions: number, time, result,
+    /// binding, generation, apply id (never the content, which stays in
+    /// the Secret `<config>-history`).
+    /// Also `kubectl vrouter history` when installed as `kubectl-vrouter`.
+    /// Exit codes: 0 listed, 2 not found or unreadable.
+    History {
+        /// `<namespace>/<name>`, or `<name>` with `-n` or in the kubeconfig context's namespace.
+        #[arg(value_name = "CONFIG")]
+        config: String,
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// Apply revision K of a VRouterConfig's history again: writes
+    /// `spec.rollbackTo`, and the operator applies it like any apply. A
+    /// binding-owned config keeps it until the binding's spec changes.
+    /// Also `kubectl vrouter rollback` when installed as `kubectl-vrouter`.
+    /// Exit codes: 0 asked for, 2 not found, revision not kept, or the
+    /// cluster could not be written.
+    Rollback {
+        /// `<namespace>/<name>`, or `<name>` with `-n` or in the kubeconfig context's namespace.
+        #[arg(value_name = "CONFIG")]
+        config: String,
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// The revision to apply, as `history` numbers it.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        to_revision: u64,
+    },
 }
 
 impl Args {

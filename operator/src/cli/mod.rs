@@ -1,10 +1,11 @@
 //! The command line: the operator's flags ([`args`]) and the offline commands
-//! `render`, `convert`, `diff` and `resume`.
+//! `render`, `convert`, `diff`, `resume`, `history` and `rollback`.
 
 pub mod args;
 pub mod convert;
 pub mod diff;
 pub mod go_flags;
+pub mod history;
 pub mod manifest_files;
 pub mod render;
 pub mod resume;

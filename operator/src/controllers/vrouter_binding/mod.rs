@@ -9,6 +9,7 @@ mod pause;
 mod reconcile;
 pub mod render_cache;
 pub mod resolve;
+mod rollback_hold;
 mod select;
 mod status;
 pub mod wake;

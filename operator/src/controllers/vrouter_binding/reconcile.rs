@@ -235,6 +235,8 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
         // The config watch ended: the process is shutting down.
         return Ok(Action::await_change());
     };
+    // A config rolled back while the binding is unchanged stays as it is.
+    let desired = super::rollback_hold::keep_held(binding, desired, &existing);
     delete_orphans(&configs, binding, &desired, &existing).await?;
     let paused = binding.spec.paused;
     if paused {

@@ -23,6 +23,13 @@ pub(super) fn for_apply(config: &VRouterConfig, apply: &str) -> CommitComment {
     })
 }
 
+/// `namespace/name` of the binding controlling `config`, as the history
+/// records it.
+pub(super) fn binding_of(config: &VRouterConfig) -> Option<String> {
+    let namespace = config.namespace().unwrap_or_default();
+    controlling_binding(config).map(|binding| format!("{namespace}/{binding}"))
+}
+
 fn controlling_binding(config: &VRouterConfig) -> Option<String> {
     config
         .owner_references()
@@ -53,6 +60,8 @@ mod tests {
                 config: String::new(),
                 commands: String::new(),
                 confirm: None,
+                rollback_to: None,
+                revision_history_limit: None,
             },
             status: None,
         }

@@ -6,6 +6,7 @@
 mod commit_comment;
 mod confirm;
 pub mod decide;
+mod history;
 mod reconcile;
 pub mod recover;
 mod secret_params;

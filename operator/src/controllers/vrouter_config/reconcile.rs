@@ -560,12 +560,45 @@ impl<'a> Apply<'a> {
             },
         };
         let comment = super::commit_comment::for_apply(self.config, apply.as_str());
-        let (config, commands) =
-            super::secret_params::resolve(&self.ctx.client, &self.router.namespace, &spec.config, &spec.commands)
-                .await?;
+        let (config, commands) = self.content().await?;
+        self.stage(apply, &config, &commands).await?;
         provider
             .exec_commented_script(apply, &config, &commands, commit, &comment)
             .await
+    }
+
+    /// What this apply delivers: the stored revision `spec.rollbackTo`
+    /// names, else the spec's content with its secret params resolved.
+    async fn content(&self) -> Result<(String, String), ProviderError> {
+        let spec = &self.config.spec;
+        match &spec.rollback_to {
+            Some(rollback) => super::history::rollback_content(&self.ctx.client, self.config, rollback.revision).await,
+            None => {
+                super::secret_params::resolve(&self.ctx.client, &self.router.namespace, &spec.config, &spec.commands)
+                    .await
+            }
+        }
+    }
+
+    /// Stages the apply in the history before the router is touched, so its
+    /// result is recorded with exactly the content delivered. A history
+    /// that cannot be written holds the apply back (retried).
+    async fn stage(&self, apply: &ApplyId, config: &str, commands: &str) -> Result<(), ProviderError> {
+        let delivery = vrouter_api::history::Delivery {
+            apply_id: apply.as_str().to_owned(),
+            binding: super::commit_comment::binding_of(self.config),
+            generation: self.config.meta().generation.unwrap_or(0),
+            rollback_of: self.config.spec.rollback_to.as_ref().map(|r| r.revision),
+            config: config.to_owned(),
+            commands: commands.to_owned(),
+            content_dropped: false,
+        };
+        super::history::stage(&self.ctx.client, self.config, delivery)
+            .await
+            .map_err(|e| ProviderError::Kube {
+                operation: "staging the apply in the revision history Secret".to_owned(),
+                source: Box::new(e),
+            })
     }
 
     /// The hash of the running config before a confirmed apply, or why the
@@ -856,6 +889,7 @@ async fn finish(
     mut step: Step,
 ) -> Result<Action, Error> {
     step.status = summarised(step.status, config, None, Timestamp::now());
+    record_revision(ctx, config, current, &step.status).await;
     if step.status.exec_pid == 0 && step.status.confirmation.is_none() {
         // No apply of this config runs (any more): its router is free.
         ctx.router_locks.release(&holder(config));
@@ -878,6 +912,23 @@ async fn finish(
         Next::Done => Ok(Action::await_change()),
         Next::RequeueAfter(after) => Ok(Action::requeue(after)),
         Next::Retry(message) => Err(Error::Retry(message)),
+    }
+}
+
+/// Records the apply that `next` ends as a revision of the config's
+/// history. Best effort: the apply's result stands either way, and a
+/// history that cannot be written is logged, never a reason to apply again.
+async fn record_revision(
+    ctx: &Context,
+    config: &VRouterConfig,
+    current: &VRouterConfigStatus,
+    next: &VRouterConfigStatus,
+) {
+    let Some(result) = super::history::outcome(current, next) else {
+        return;
+    };
+    if let Err(e) = super::history::record(&ctx.client, config, &next.apply_id, result).await {
+        tracing::warn!(config = %config.name_any(), apply = %next.apply_id, error = %e, "could not record the revision");
     }
 }
 

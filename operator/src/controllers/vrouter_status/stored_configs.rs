@@ -33,7 +33,7 @@ use crate::runtime::context::FIELD_MANAGER;
 
 /// The type of the Secrets drift detection writes; the only Secrets the
 /// operator may create or change.
-pub const SECRET_TYPE: &str = "vrouter.kojuro.date/router-config";
+pub const SECRET_TYPE: &str = vrouter_api::constants::ROUTER_CONFIG_SECRET_TYPE;
 
 /// A Secret lives in one etcd object of at most 1.5 MiB; stay well below so
 /// the object with its metadata always fits.
