@@ -78,11 +78,10 @@ fn sync_interval(cluster: &ProxmoxCluster) -> Duration {
 async fn reconcile(cluster: &ProxmoxCluster, ctx: &ClusterContext) -> Result<Action, Error> {
     if cluster.meta().deletion_timestamp.is_some() {
         // Nothing to clean up: the targets keep their last observed node.
-        finalizers::remove_finalizer(&ctx.client, cluster, FINALIZER).await?;
-        return Ok(Action::await_change());
+        return Ok(finalizers::release(&ctx.client, cluster, FINALIZER).await?);
     }
-    if finalizers::ensure_finalizer(&ctx.client, cluster, FINALIZER).await? {
-        return Ok(Action::requeue(Duration::ZERO));
+    if let Some(action) = finalizers::ensure(&ctx.client, cluster, FINALIZER).await? {
+        return Ok(action);
     }
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();

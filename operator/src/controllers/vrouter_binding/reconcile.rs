@@ -190,8 +190,7 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
             ctx.renders.forget(uid);
         }
         ctx.status_writes.forget(binding);
-        finalizers::remove_finalizer(&ctx.client, binding, FINALIZER).await?;
-        return Ok(Action::await_change());
+        return Ok(finalizers::release(&ctx.client, binding, FINALIZER).await?);
     }
     if ctx.status_writes.is_replaced(binding) {
         // Handed the binding from before a status write of its own whose
@@ -199,10 +198,8 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
         // status write would be a conflict.
         return Ok(Action::requeue(own_writes::ECHO_WAIT));
     }
-    if finalizers::ensure_finalizer(&ctx.client, binding, FINALIZER).await? {
-        // The patch's own watch event brings the updated object; a requeue
-        // now would read the cache from before it.
-        return Ok(Action::await_change());
+    if let Some(action) = finalizers::ensure(&ctx.client, binding, FINALIZER).await? {
+        return Ok(action);
     }
     let namespace = binding.namespace().unwrap_or_default();
     if awaiting_own_writes(ctx, binding, &namespace) {

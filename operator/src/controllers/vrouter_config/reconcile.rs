@@ -26,19 +26,34 @@ use crate::runtime::conditions::TargetProblem;
 use crate::runtime::context::Context;
 use crate::runtime::crash_point::{self, CrashPoint};
 use crate::runtime::metrics::ResultLabels;
-use crate::runtime::one_apply_per_router::{Router, Vm, holder, in_flight_elsewhere};
+use crate::runtime::one_apply_per_router::{Router, RouterHold, Vm, holder, in_flight_elsewhere};
 use crate::runtime::recently_ready::{self, RouterKey};
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::{binding_writes, conditions, finalizers, off_runtime, own_writes, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterconfig";
 
+/// Why a config reconcile failed and is retried with backoff: a transient
+/// failure, which the status is not the place for. Each keeps the error it
+/// met as its source, and says in its text what was being done.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    #[error("asking whether the VM runs: {0}")]
+    VmRunning(#[source] ProviderError),
+    #[error("asking when the VM started: {0}")]
+    VmStarted(#[source] ProviderError),
+    #[error("asking the router about apply {apply}: {source}")]
+    AskRouter {
+        apply: ApplyId,
+        #[source]
+        source: ProviderError,
+    },
+    /// A retry `decide` chose ([`Next::Retry`]); its text quotes the
+    /// provider's error, which the pure decisions take as text.
     #[error("{0}")]
-    Retry(String),
+    Decided(String),
 }
 
 pub struct ConfigReconciler;
@@ -94,8 +109,7 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
         // Deleting the object never touches the router: it keeps its config.
         // An apply still running keeps its router hold until it expires.
         ctx.status_objects_due.remove(&router_of(config), &config.name_any());
-        finalizers::remove_finalizer(&ctx.client, config, FINALIZER).await?;
-        return Ok(Action::await_change());
+        return Ok(finalizers::release(&ctx.client, config, FINALIZER).await?);
     }
     if ctx.own_writes.is_replaced(config) {
         // Handed the config from before a status write of its own whose
@@ -109,11 +123,8 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
         // (see `OwnWrites::awaiting_echo`); the requeue is for one lost.
         return Ok(Action::requeue(own_writes::ECHO_WAIT));
     }
-    if finalizers::ensure_finalizer(&ctx.client, config, FINALIZER).await? {
-        // The patch's own watch event brings the updated object; a requeue
-        // now would read the cache from before it, and its finalizer patch
-        // would be a conflict.
-        return Ok(Action::await_change());
+    if let Some(action) = finalizers::ensure(&ctx.client, config, FINALIZER).await? {
+        return Ok(action);
     }
     if let Some(pause) = config.pause()
         && !(pause.lets_in_flight_finish() && apply_in_flight(config))
@@ -277,7 +288,7 @@ impl<'a> Apply<'a> {
                 record_apply_end(self.ctx, &self.status, &step, self.clock.now);
                 return self.finish(step).await.map(Some);
             }
-            Err(e) => return Err(Error::Retry(e.to_string())),
+            Err(e) => return Err(Error::VmRunning(e)),
         };
         if !running {
             return self
@@ -408,25 +419,21 @@ impl<'a> Apply<'a> {
         let started = match provider.vm_started_at().await {
             Ok(started) => started,
             Err(e) if e.needs_a_person() => return self.cannot_reach(&e).await,
-            Err(e) => return Err(Error::Retry(e.to_string())),
+            Err(e) => return Err(Error::VmStarted(e)),
         };
         let last_reboot = decide::latest_boot(status, self.confirmed(), target_last_reboot, started);
         let last_reboot = last_reboot.as_ref();
         let Some(reason) = decide::dispatch_reason(status, generation, last_reboot) else {
             return self.nothing_due().await;
         };
-        if let Err(other) = ctx
-            .router_locks
-            .try_hold(self.vm(), &self.holder, self.hold_until(), Instant::now())
-        {
-            return self.wait_for_router(&other).await;
-        }
-        if let Some(other) = self.router_busy_with().await {
-            ctx.router_locks.release(&self.holder);
-            return self.wait_for_router(&other).await;
-        }
-        if let Some(action) = self.recover_before_dispatch(provider, generation).await? {
-            return Ok(action);
+        // Every return before the hold is handed over releases it.
+        let hold = match self.take_router().await {
+            Ok(hold) => hold,
+            Err(other) => return self.wait_for_router(&other).await,
+        };
+        if let Some(step) = self.recover_before_dispatch(provider, generation).await? {
+            hold.hand_over();
+            return self.settle(provider, step).await;
         }
         // A confirmed apply needs the running config it may roll back to,
         // read before anything changes; a provider that cannot finish a
@@ -436,7 +443,7 @@ impl<'a> Apply<'a> {
             Some(confirm) => match self.previous_running_config(provider, confirm).await {
                 Ok(hash) => Some((confirm.clone(), hash)),
                 Err(refusal) => {
-                    ctx.router_locks.release(&self.holder);
+                    drop(hold);
                     return self.refuse_confirm(generation, refusal, last_reboot).await;
                 }
             },
@@ -471,7 +478,22 @@ impl<'a> Apply<'a> {
                 decide::on_dispatch_failed(&before, generation, clock, &e.to_string(), permanent, last_reboot)
             }
         };
+        hold.hand_over();
         finish(ctx, &fresh, &before, step).await
+    }
+
+    /// Takes this config's VM for a dispatch, unless another config holds
+    /// it in this process or (after a restart) its stored status shows an
+    /// apply of its own there: then that config's name.
+    async fn take_router(&self) -> Result<RouterHold<'a>, String> {
+        let hold = self
+            .ctx
+            .router_locks
+            .hold(self.vm(), &self.holder, self.hold_until(), Instant::now())?;
+        match self.router_busy_with().await {
+            Some(other) => Err(other),
+            None => Ok(hold),
+        }
     }
 
     /// With no apply due: a config settled before its kind had the kstatus
@@ -514,10 +536,7 @@ impl<'a> Apply<'a> {
                 self.ctx.own_writes.record_over(self.config, &fresh);
                 Ok((fresh, before))
             }
-            Err(e) => {
-                self.ctx.router_locks.release(&self.holder);
-                Err(e.into())
-            }
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -525,7 +544,7 @@ impl<'a> Apply<'a> {
     /// handle came back: a crash, a failed or lost dispatch), the router
     /// says whether it started that apply; `None` when it did not, and the
     /// dispatch goes on under the same id.
-    async fn recover_before_dispatch(&self, provider: &dyn Provider, generation: i64) -> Result<Option<Action>, Error> {
+    async fn recover_before_dispatch(&self, provider: &dyn Provider, generation: i64) -> Result<Option<Step>, Error> {
         if !decide::continues_stored_apply(&self.status, generation) {
             return Ok(None);
         }
@@ -534,11 +553,8 @@ impl<'a> Apply<'a> {
         };
         match self.ask_router(provider, &apply, Asked::BeforeDispatch).await {
             Ok(Recovery::Dispatch) => Ok(None),
-            Ok(Recovery::Step(step)) => self.settle(provider, *step).await.map(Some),
-            Err(e) => {
-                self.ctx.router_locks.release(&self.holder);
-                Err(Error::Retry(format!("asking the router about apply {apply}: {e}")))
-            }
+            Ok(Recovery::Step(step)) => Ok(Some(*step)),
+            Err(source) => Err(Error::AskRouter { apply, source }),
         }
     }
 
@@ -877,7 +893,7 @@ async fn finish(
     match step.next {
         Next::Done => Ok(Action::await_change()),
         Next::RequeueAfter(after) => Ok(Action::requeue(after)),
-        Next::Retry(message) => Err(Error::Retry(message)),
+        Next::Retry(message) => Err(Error::Decided(message)),
     }
 }
 
