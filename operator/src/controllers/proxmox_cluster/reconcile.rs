@@ -86,7 +86,7 @@ async fn reconcile(cluster: &ProxmoxCluster, ctx: &ClusterContext) -> Result<Act
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
     let interval = sync_interval(cluster);
-    if !stores::ready(&ctx.targets).await {
+    if !stores::ready(&ctx.own.targets).await {
         // The target watch ended: the process is shutting down.
         return Ok(Action::await_change());
     }
@@ -94,6 +94,7 @@ async fn reconcile(cluster: &ProxmoxCluster, ctx: &ClusterContext) -> Result<Act
     // mapped to the cluster comes here, and a copy of each target was a
     // twentieth of the operator's idle CPU at 1,000 targets.
     let targets: Vec<Arc<VRouterTarget>> = ctx
+        .own
         .targets
         .state()
         .into_iter()

@@ -132,10 +132,10 @@ async fn render(ctx: &BindingContext, binding: &VRouterBinding) -> Result<Arc<Ve
     // Taken before the referents are read: one that changes in between
     // leaves the render under the older key, which the next look misses.
     let key = render_key(ctx, binding);
-    if let Some(kept) = key.as_ref().and_then(|key| ctx.renders.get(key)) {
+    if let Some(kept) = key.as_ref().and_then(|key| ctx.own.renders.get(key)) {
         return Ok(kept);
     }
-    let referenced = resolve::references(&ctx.client, &ctx.referents, binding).await?;
+    let referenced = resolve::references(&ctx.client, &ctx.own.referents, binding).await?;
     let slots = RENDER_SLOTS
         .get_or_init(|| Semaphore::new(std::thread::available_parallelism().map_or(1, std::num::NonZero::get)));
     let _slot = slots.acquire().await.expect("the semaphore is never closed");
@@ -150,7 +150,7 @@ async fn render(ctx: &BindingContext, binding: &VRouterBinding) -> Result<Arc<Ve
         Err(join) => return Err(RenderError::Interrupted(join)),
     };
     if let Some(key) = key {
-        ctx.renders.put(key, rendered.clone());
+        ctx.own.renders.put(key, rendered.clone());
     }
     Ok(rendered)
 }
@@ -160,7 +160,7 @@ fn render_key(ctx: &BindingContext, binding: &VRouterBinding) -> Option<RenderKe
     let meta = binding.meta();
     Some(RenderKey {
         binding: (meta.uid.clone()?, meta.generation.unwrap_or(0)),
-        referents: resolve::versions(&ctx.referents, binding)?,
+        referents: resolve::versions(&ctx.own.referents, binding)?,
     })
 }
 
@@ -187,12 +187,12 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
         // Generated configs are owned by the binding; garbage collection
         // removes them. Nothing on the routers changes.
         if let Some(uid) = &binding.meta().uid {
-            ctx.renders.forget(uid);
+            ctx.own.renders.forget(uid);
         }
-        ctx.status_writes.forget(binding);
+        ctx.own.status_writes.forget(binding);
         return Ok(finalizers::release(&ctx.client, binding, FINALIZER).await?);
     }
-    if ctx.status_writes.is_replaced(binding) {
+    if ctx.own.status_writes.is_replaced(binding) {
         // Handed the binding from before a status write of its own whose
         // echo came in meanwhile (the echo's own reconcile follows): its
         // status write would be a conflict.
@@ -236,7 +236,7 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
     let paused = binding.spec.paused;
     if paused {
         // Before any spec is written: no config may apply it.
-        pause::mark(&configs, &ctx.config_writes, &existing, true).await?;
+        pause::mark(&configs, &ctx.own.config_writes, &existing, true).await?;
     }
     let by_name: HashMap<String, &VRouterConfig> = existing.iter().map(|c| (c.name_any(), &**c)).collect();
     let requeue_after = match waves::policy(binding)? {
@@ -249,7 +249,7 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
     };
     if !paused {
         // After the specs are written: a config resumes with its newest spec.
-        pause::mark(&configs, &ctx.config_writes, &existing, false).await?;
+        pause::mark(&configs, &ctx.own.config_writes, &existing, false).await?;
     }
     pause::announce(ctx, binding).await;
     Ok(decide::next_action(requeue_after))
@@ -261,9 +261,10 @@ fn awaiting_own_writes(ctx: &BindingContext, binding: &VRouterBinding, namespace
     // Before the target store is filled the selected targets are unknown;
     // their configs are then checked by the names of the existing ones.
     let targets =
-        super::select::from_store(&ctx.referents.targets, binding).unwrap_or_else(|| binding.spec.target_names([]));
+        super::select::from_store(&ctx.own.referents.targets, binding).unwrap_or_else(|| binding.spec.target_names([]));
     targets.iter().any(|target| {
-        ctx.config_writes
+        ctx.own
+            .config_writes
             .awaiting_echo_of(namespace, &binding.config_name(target))
     })
 }
@@ -278,11 +279,12 @@ async fn generated_configs(
     binding: &VRouterBinding,
     namespace: &str,
 ) -> Option<Vec<Arc<VRouterConfig>>> {
-    if !stores::ready(&ctx.configs).await {
+    if !stores::ready(&ctx.own.configs).await {
         return None;
     }
     let name = binding.name_any();
     let generated = ctx
+        .own
         .configs
         .state()
         .into_iter()
@@ -366,7 +368,7 @@ async fn carry_out(
                 .map(|&i| (&desired[i], existing_of(&desired[i])))
                 .collect();
             let batch = ctx.binding_writes.batch(&binding.uid().unwrap_or_default());
-            write_all(configs, &ctx.config_writes, writes).await?;
+            write_all(configs, &ctx.own.config_writes, writes).await?;
             drop(batch);
             set_status(ctx, binding, wanted, None, false).await?;
         }
@@ -381,7 +383,7 @@ async fn carry_out(
             crash_point::reached(CrashPoint::AfterRolloutStamp);
             write_config(
                 configs,
-                &ctx.config_writes,
+                &ctx.own.config_writes,
                 &desired[*target],
                 existing_of(&desired[*target]),
             )

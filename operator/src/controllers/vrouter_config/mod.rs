@@ -11,7 +11,6 @@ pub mod recover;
 mod secret_params;
 pub mod status_sweep;
 
-use std::ops::Deref;
 use std::sync::Arc;
 
 use futures::TryStreamExt;
@@ -24,6 +23,7 @@ use vrouter_api::{VRouterConfig, VRouterTarget};
 
 use crate::controllers::vrouter_target;
 use crate::runtime::context::Context;
+use crate::runtime::controller_context::Ctx;
 use crate::runtime::own_writes::OwnWrites;
 use crate::runtime::recently_ready::RouterKey;
 use crate::runtime::reconciler::{self, Scope, Shutdown};
@@ -38,25 +38,13 @@ pub(crate) use reconcile::summarised;
 /// made with the controller: a reconcile reads its target from there (the
 /// watch that wakes it filled the store first), and the
 /// one-apply-per-router check reads the stored statuses after a restart.
-pub struct ConfigContext {
-    shared: Arc<Context>,
+pub type ConfigContext = Ctx<ConfigOwn>;
+
+/// What only this controller's reconciles read (see [`ConfigContext`]).
+pub struct ConfigOwn {
     configs: Store<VRouterConfig>,
     targets: Store<VRouterTarget>,
     own_writes: Arc<OwnWrites>,
-}
-
-impl Deref for ConfigContext {
-    type Target = Context;
-
-    fn deref(&self) -> &Context {
-        &self.shared
-    }
-}
-
-impl AsRef<Context> for ConfigContext {
-    fn as_ref(&self) -> &Context {
-        &self.shared
-    }
 }
 
 /// Runs the VRouterConfig controller until `shutdown`. Every change of a
@@ -107,12 +95,14 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
         None => controller,
     };
     let swept = configs.clone();
-    let ctx = Arc::new(ConfigContext {
-        shared: ctx,
-        configs,
-        targets,
-        own_writes,
-    });
+    let ctx = Arc::new(Ctx::new(
+        ctx,
+        ConfigOwn {
+            configs,
+            targets,
+            own_writes,
+        },
+    ));
     // Every Applied config has its VRouterStatus, however it became Applied.
     futures::join!(
         reconciler::run::<reconcile::ConfigReconciler>(controller, ctx.clone(), shutdown.clone()),

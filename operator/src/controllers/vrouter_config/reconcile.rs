@@ -111,12 +111,12 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
         ctx.status_objects_due.remove(&router_of(config), &config.name_any());
         return Ok(finalizers::release(&ctx.client, config, FINALIZER).await?);
     }
-    if ctx.own_writes.is_replaced(config) {
+    if ctx.own.own_writes.is_replaced(config) {
         // Handed the config from before a status write of its own whose
         // echo is in the store already: look again at once.
         return Ok(Action::requeue(reconciler::CONFLICT_RETRY));
     }
-    if ctx.own_writes.awaiting_echo(config) {
+    if ctx.own.own_writes.awaiting_echo(config) {
         // The store is behind this controller's own last status write: a
         // decision from it would redo what that write recorded, and its
         // write would be a conflict. That echo wakes the controller now
@@ -222,7 +222,8 @@ impl<'a> Apply<'a> {
         // store is its own event, which wakes this config again; and the
         // dispatch write below is conditional on the config's version, so
         // no apply starts twice from a view one event behind.
-        let Some(target) = stores::get(&self.ctx.targets, &self.ctx.client, namespace, &target_ref.name).await? else {
+        let Some(target) = stores::get(&self.ctx.own.targets, &self.ctx.client, namespace, &target_ref.name).await?
+        else {
             return self
                 .note_problem(format!("VRouterTarget {:?} not found", target_ref.name))
                 .await;
@@ -503,7 +504,7 @@ impl<'a> Apply<'a> {
         let (ctx, config, status) = (self.ctx, self.config, &self.status);
         let settled = summarised(status.clone(), config, None, self.clock.now);
         if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &settled).await? {
-            ctx.own_writes.record_over(config, &written);
+            ctx.own.own_writes.record_over(config, &written);
         }
         if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&self.router, &self.name) {
             return Ok(match ensure_status_object(ctx, config, &self.router).await? {
@@ -533,7 +534,7 @@ impl<'a> Apply<'a> {
         );
         match status_writes::write_status(&self.ctx.client, self.config, Some(&self.status), &before).await {
             Ok(fresh) => {
-                self.ctx.own_writes.record_over(self.config, &fresh);
+                self.ctx.own.own_writes.record_over(self.config, &fresh);
                 Ok((fresh, before))
             }
             Err(e) => Err(e.into()),
@@ -757,12 +758,12 @@ async fn router_busy_with(ctx: &ConfigContext, vm: &Vm, holder: &str, clock: Clo
     if let Some(other) = ctx.router_locks.held_by_other(vm, holder, Instant::now()) {
         return Some(other);
     }
-    stores::ready(&ctx.configs).await.then_some(())?;
-    let configs = ctx.configs.state();
+    stores::ready(&ctx.own.configs).await.then_some(())?;
+    let configs = ctx.own.configs.state();
     let vm_of = |config: &VRouterConfig| {
         let target = ObjectRef::<VRouterTarget>::new(&config.spec.target_ref.name)
             .within(&config.namespace().unwrap_or_default());
-        ctx.targets.get(&target).and_then(|target| RouterKey::of(&target))
+        ctx.own.targets.get(&target).and_then(|target| RouterKey::of(&target))
     };
     in_flight_elsewhere(
         configs.iter().map(|c| &**c),
@@ -787,7 +788,7 @@ async fn wait_for_router(
     next.message = format!("waiting for VRouterConfig {other:?} to finish its apply on the same router");
     let next = summarised(next, config, None, Timestamp::now());
     if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &next).await? {
-        ctx.own_writes.record_over(config, &written);
+        ctx.own.own_writes.record_over(config, &written);
     }
     Ok(Action::requeue(ROUTER_BUSY_RETRY))
 }
@@ -813,7 +814,7 @@ async fn note_problem(
     }
     step.status = summarised(step.status, config, Some(problem), clock.now);
     if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &step.status).await? {
-        ctx.own_writes.record_over(config, &written);
+        ctx.own.own_writes.record_over(config, &written);
         ctx.event(
             config,
             EventType::Warning,
@@ -879,7 +880,7 @@ async fn finish(
     if let Some(written) =
         status_writes::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?
     {
-        ctx.own_writes.record_over(config, &written);
+        ctx.own.own_writes.record_over(config, &written);
     }
     if let Some(event) = &step.event {
         ctx.event(config, event.type_, event.reason, event.note.clone()).await;
