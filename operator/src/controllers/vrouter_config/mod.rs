@@ -24,9 +24,11 @@ use vrouter_api::{VRouterConfig, VRouterTarget};
 use crate::controllers::vrouter_target;
 use crate::runtime::context::Context;
 use crate::runtime::controller_context::Ctx;
+use crate::runtime::one_apply_per_router::RouterLocks;
 use crate::runtime::own_writes::OwnWrites;
 use crate::runtime::recently_ready::RouterKey;
 use crate::runtime::reconciler::{self, Scope, Shutdown};
+use crate::runtime::status_object_retry::StatusObjectsDue;
 use crate::runtime::watches::{Events, Watches};
 
 pub use reconcile::CONTROLLER;
@@ -45,6 +47,10 @@ pub struct ConfigOwn {
     configs: Store<VRouterConfig>,
     targets: Store<VRouterTarget>,
     own_writes: Arc<OwnWrites>,
+    /// Which config's apply runs on which router: one at a time.
+    router_locks: RouterLocks,
+    /// Applied configs whose VRouterStatus is still to be created.
+    status_objects_due: StatusObjectsDue,
 }
 
 /// Runs the VRouterConfig controller until `shutdown`. Every change of a
@@ -101,6 +107,8 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
             configs,
             targets,
             own_writes,
+            router_locks: RouterLocks::default(),
+            status_objects_due: StatusObjectsDue::default(),
         },
     ));
     // Every Applied config has its VRouterStatus, however it became Applied.

@@ -108,7 +108,9 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
     if config.meta().deletion_timestamp.is_some() {
         // Deleting the object never touches the router: it keeps its config.
         // An apply still running keeps its router hold until it expires.
-        ctx.status_objects_due.remove(&router_of(config), &config.name_any());
+        ctx.own
+            .status_objects_due
+            .remove(&router_of(config), &config.name_any());
         return Ok(finalizers::release(&ctx.client, config, FINALIZER).await?);
     }
     if ctx.own.own_writes.is_replaced(config) {
@@ -350,6 +352,7 @@ impl<'a> Apply<'a> {
         if step.status.exec_pid > 0 || step.status.confirmation.is_some() {
             let _ = self
                 .ctx
+                .own
                 .router_locks
                 .try_hold(self.vm(), &self.holder, self.hold_until(), Instant::now());
         }
@@ -489,6 +492,7 @@ impl<'a> Apply<'a> {
     async fn take_router(&self) -> Result<RouterHold<'a>, String> {
         let hold = self
             .ctx
+            .own
             .router_locks
             .hold(self.vm(), &self.holder, self.hold_until(), Instant::now())?;
         match self.router_busy_with().await {
@@ -506,7 +510,8 @@ impl<'a> Apply<'a> {
         if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &settled).await? {
             ctx.own.own_writes.record_over(config, &written);
         }
-        if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&self.router, &self.name) {
+        if status.phase == vrouter_api::Phase::Applied && ctx.own.status_objects_due.contains(&self.router, &self.name)
+        {
             return Ok(match ensure_status_object(ctx, config, &self.router).await? {
                 true => Action::await_change(),
                 false => Action::requeue(STATUS_OBJECT_RETRY),
@@ -635,6 +640,7 @@ impl<'a> Apply<'a> {
         let until = Instant::now() + rollback_in + self.ctx.settings.apply_timeout;
         let _ = self
             .ctx
+            .own
             .router_locks
             .try_hold(self.vm(), &self.holder, until, Instant::now());
         let step = match confirm::stage(confirmation, self.clock.now) {
@@ -755,7 +761,7 @@ const ROUTER_BUSY_RETRY: Duration = Duration::from_secs(2);
 /// after a restart, shown in stored statuses (the store is read once its
 /// first list is in, so a restarted process cannot miss one).
 async fn router_busy_with(ctx: &ConfigContext, vm: &Vm, holder: &str, clock: Clock) -> Option<String> {
-    if let Some(other) = ctx.router_locks.held_by_other(vm, holder, Instant::now()) {
+    if let Some(other) = ctx.own.router_locks.held_by_other(vm, holder, Instant::now()) {
         return Some(other);
     }
     stores::ready(&ctx.own.configs).await.then_some(())?;
@@ -875,7 +881,7 @@ async fn finish(
     step.status = summarised(step.status, config, None, Timestamp::now());
     if step.status.exec_pid == 0 && step.status.confirmation.is_none() {
         // No apply of this config runs (any more): its router is free.
-        ctx.router_locks.release(&holder(config));
+        ctx.own.router_locks.release(&holder(config));
     }
     if let Some(written) =
         status_writes::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?
@@ -908,18 +914,18 @@ const STATUS_OBJECT_RETRY: Duration = Duration::from_secs(30);
 /// would bring it back here before its next apply. Returns whether it
 /// exists now.
 pub(crate) async fn ensure_status_object(
-    ctx: &Context,
+    ctx: &ConfigContext,
     config: &VRouterConfig,
     router: &Router,
 ) -> Result<bool, Error> {
     let name = config.name_any();
     match create_status_object(ctx, config).await {
         Ok(()) => {
-            ctx.status_objects_due.remove(router, &name);
+            ctx.own.status_objects_due.remove(router, &name);
             Ok(true)
         }
         Err(Error::Kube(error)) => {
-            ctx.status_objects_due.insert(router, &name);
+            ctx.own.status_objects_due.insert(router, &name);
             let message = match &error {
                 kube::Error::Api(e) => format!("{} ({})", e.message, e.reason),
                 other => other.to_string(),
