@@ -127,19 +127,32 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
         ctx.apply_dispatches.quiet().await;
         return Ok(Some(Duration::ZERO));
     }
-    let (startup, running) = match read_router_counted(ctx, &config).await {
+    read_and_record(ctx, vrs, &config, &current, &view, now).await?;
+    Ok(None)
+}
+
+/// Reads the router, then writes what it holds (the status, the stored
+/// configs) and acts on drift. A router that cannot be read is reported in
+/// Synced=False, with no error return: it is looked at again after
+/// syncInterval, without the controller's error backoff.
+async fn read_and_record(
+    ctx: &StatusContext,
+    vrs: &VRouterStatus,
+    config: &VRouterConfig,
+    current: &VRouterStatusStatus,
+    view: &ConfigView,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let (startup, running) = match read_router_counted(ctx, config).await {
         Ok(read) => read,
-        // No error return: a router that cannot be read is reported in
-        // Synced=False and looked at again after syncInterval, without
-        // the controller's error backoff.
         Err(why) => {
-            write_status(ctx, vrs, &current, &fail(why)).await?;
-            return Ok(None);
+            let next = summarised(vrs, decide::on_read_failed(current, &why, now), None, now);
+            return write_status(ctx, vrs, current, &next).await;
         }
     };
     let (reading, startup, running) =
         off_runtime::run(move || (reading_of(&startup, &running), startup, running)).await;
-    let mut sync = decide::on_read(&current, &view, &reading, now);
+    let mut sync = decide::on_read(current, view, &reading, now);
     let drift = sync.status.drift_detected.then(|| Drift {
         repairing: view.drift_is_repaired(),
         why: &sync.status.message,
@@ -148,16 +161,15 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
     stored_configs::keep(
         &ctx.client,
         vrs,
-        &current,
+        current,
         &reading,
         &startup,
         &running,
         &mut sync.status,
     )
     .await?;
-    write_status(ctx, vrs, &current, &sync.status).await?;
-    act_on_drift(ctx, vrs, &config, &sync).await?;
-    Ok(None)
+    write_status(ctx, vrs, current, &sync.status).await?;
+    act_on_drift(ctx, vrs, config, &sync).await
 }
 
 /// After the sync's status is written: drift newly seen is announced, and
