@@ -393,27 +393,33 @@ async fn carry_out(
         Decision::Requeue { .. } => {
             set_status(ctx, binding, wanted, None, false).await?;
         }
-        Decision::Halted { config, .. } => {
+        Decision::Halted { .. } | Decision::Completed { .. } => {
             if set_status(ctx, binding, wanted, None, false).await? && !paused {
-                rollouts("halted");
-                let note = format!("VRouterConfig {config:?} is Failed");
-                ctx.event(binding, EventType::Warning, reason::ROLLOUT_HALTED, note)
-                    .await;
-            }
-        }
-        Decision::Completed { .. } => {
-            if set_status(ctx, binding, wanted, None, false).await? && !paused {
-                rollouts("completed");
-                let note = format!("{} targets up to date", desired.len());
-                ctx.event(
-                    binding,
-                    EventType::Normal,
-                    vrouter_api::constants::event::ROLLOUT_COMPLETED,
-                    note,
-                )
-                .await;
+                announce_end(ctx, binding, decision, desired.len()).await;
             }
         }
     }
     Ok(())
+}
+
+/// A rollout that halted or completed is counted and announced in an
+/// Event; the caller does so once, when the Ready condition changed.
+async fn announce_end(ctx: &BindingContext, binding: &VRouterBinding, decision: &Decision, targets: usize) {
+    let (state, type_, reason, note) = match decision {
+        Decision::Halted { config, .. } => (
+            "halted",
+            EventType::Warning,
+            reason::ROLLOUT_HALTED,
+            format!("VRouterConfig {config:?} is Failed"),
+        ),
+        Decision::Completed { .. } => (
+            "completed",
+            EventType::Normal,
+            vrouter_api::constants::event::ROLLOUT_COMPLETED,
+            format!("{targets} targets up to date"),
+        ),
+        _ => return,
+    };
+    ctx.metrics.rollouts.get_or_create(&StateLabels { state }).inc();
+    ctx.event(binding, type_, reason, note).await;
 }
