@@ -16,9 +16,7 @@ use vrouter_providers::{FactoryContext, KeptProviders, KubeLookup, Provider, Pro
 use crate::runtime::apply_dispatches::ApplyDispatches;
 use crate::runtime::binding_writes::BindingWrites;
 use crate::runtime::metrics::Metrics;
-use crate::runtime::one_apply_per_router::RouterLocks;
 use crate::runtime::recently_ready::RecentlyReady;
-use crate::runtime::status_object_retry::StatusObjectsDue;
 
 /// Builds the provider that reaches a target's router.
 #[async_trait]
@@ -138,10 +136,6 @@ pub struct Context {
     pub recorder: Recorder,
     pub settings: Settings,
     pub providers: Arc<dyn Providers>,
-    /// Which config's apply runs on which router: one at a time.
-    pub router_locks: RouterLocks,
-    /// Applied configs whose VRouterStatus is still to be created.
-    pub status_objects_due: StatusObjectsDue,
     /// Routers that passed a readiness check a moment ago: the config and
     /// the drift controller both skip a check another one just made.
     pub recently_ready: Arc<RecentlyReady>,
@@ -196,8 +190,6 @@ impl Context {
             metrics,
             settings,
             providers,
-            router_locks: RouterLocks::default(),
-            status_objects_due: StatusObjectsDue::default(),
             recently_ready: Arc::default(),
             binding_writes: BindingWrites::default(),
             apply_dispatches: ApplyDispatches::default(),

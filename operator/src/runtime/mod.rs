@@ -8,6 +8,7 @@ pub mod binding_writes;
 pub mod conditions;
 pub mod config_hash;
 pub mod context;
+pub mod controller_context;
 pub mod crash_point;
 pub mod finalizers;
 pub mod leader;

@@ -77,6 +77,17 @@ impl RouterLocks {
         Ok(())
     }
 
+    /// [`RouterLocks::try_hold`] for one dispatch, as a guard: dropped, it
+    /// releases the hold, so no way out of the dispatch (an early return,
+    /// an error, a panic) keeps a router whose apply never started.
+    pub fn hold(&self, router: &Vm, config: &str, until: Instant, now: Instant) -> Result<RouterHold<'_>, String> {
+        self.try_hold(router, config, until, now)?;
+        Ok(RouterHold {
+            locks: self,
+            config: Some(config.to_owned()),
+        })
+    }
+
     /// The config holding `router` unexpired, when it is not `config`.
     pub fn held_by_other(&self, router: &Vm, config: &str, now: Instant) -> Option<String> {
         let holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
@@ -91,6 +102,34 @@ impl RouterLocks {
     pub fn release(&self, config: &str) {
         let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
         holds.retain(|_, hold| hold.config != config);
+    }
+}
+
+/// A hold on a router taken for one dispatch (see [`RouterLocks::hold`]).
+/// Invariant: while it lives, its config holds the router; once dropped,
+/// the config holds no router unless [`RouterHold::hand_over`] was called.
+#[must_use = "dropping the hold releases the router at once"]
+#[derive(Debug)]
+pub struct RouterHold<'a> {
+    locks: &'a RouterLocks,
+    /// `None` once handed over.
+    config: Option<String>,
+}
+
+impl RouterHold<'_> {
+    /// The apply's outcome is decided: from here the hold lasts as long as
+    /// that outcome says an apply is in flight, and whoever records the
+    /// outcome releases it (or the hold expires).
+    pub fn hand_over(mut self) {
+        self.config = None;
+    }
+}
+
+impl Drop for RouterHold<'_> {
+    fn drop(&mut self) {
+        if let Some(config) = &self.config {
+            self.locks.release(config);
+        }
     }
 }
 
@@ -244,6 +283,44 @@ mod tests {
             Ok(())
         );
         assert_eq!(locks.try_hold(&vm(100), "a", expired, expired), Err("b".to_owned()));
+    }
+
+    #[test]
+    fn a_dispatch_hold_is_released_on_every_way_out_unless_handed_over() {
+        let locks = RouterLocks::default();
+        let t0 = Instant::now();
+        let until = t0 + Duration::from_secs(300);
+        let free = |locks: &RouterLocks| locks.held_by_other(&vm(100), "b", t0).is_none();
+
+        // An early return drops the guard.
+        let early_return = |locks: &RouterLocks| -> Result<(), &'static str> {
+            let _hold = locks.hold(&vm(100), "a", until, t0).unwrap();
+            assert!(!free(locks), "held while the dispatch runs");
+            Err("the dispatch gave up")?;
+            unreachable!()
+        };
+        assert!(early_return(&locks).is_err());
+        assert!(free(&locks), "released after the early return");
+
+        // A panic unwinds through the guard.
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _hold = locks.hold(&vm(100), "a", until, t0).unwrap();
+            panic!("a bug met mid-dispatch");
+        }));
+        assert!(unwound.is_err());
+        assert!(free(&locks), "released after the panic");
+
+        // A hold that is refused is no guard, and leaves the holder's hold.
+        locks.try_hold(&vm(100), "a", until, t0).unwrap();
+        assert_eq!(locks.hold(&vm(100), "b", until, t0).unwrap_err(), "a");
+        assert!(!free(&locks), "b's refused hold released nothing of a's");
+        locks.release("a");
+
+        // Handed over, the hold outlives the dispatch until released.
+        locks.hold(&vm(100), "a", until, t0).unwrap().hand_over();
+        assert!(!free(&locks), "the apply in flight keeps its router");
+        locks.release("a");
+        assert!(free(&locks));
     }
 
     #[test]

@@ -20,6 +20,7 @@ use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use tracing::Instrument;
 
 use crate::runtime::context::Context;
 
@@ -97,13 +98,30 @@ pub enum Failure<E: std::error::Error + 'static> {
     Panicked(String),
 }
 
+/// The span every reconcile of `object` runs in, and its error handling
+/// too: each line a controller logs says which object it was about without
+/// the controller repeating it. The object's name is the field `object`:
+/// in a JSON log a span's own name is the key `name`.
+fn reconcile_span<R: Reconciler>(object: &R::Object) -> tracing::Span {
+    tracing::info_span!(
+        "reconcile",
+        kind = %<R::Object as Resource>::kind(&()),
+        namespace = object.meta().namespace.as_deref().unwrap_or_default(),
+        object = %object.name_any(),
+    )
+}
+
 async fn reconcile<R: Reconciler>(object: Arc<R::Object>, ctx: Arc<R::Context>) -> Result<Action, Failure<R::Error>> {
     let _timer = (*ctx).as_ref().metrics.count_and_measure(R::NAME);
     // Unwind safety: a panicking reconcile leaves nothing half-changed that
     // the next reconcile trusts — every reconcile reads its object afresh,
     // and what it shares (caches, registries) is behind locks, which a
     // panic releases.
-    match AssertUnwindSafe(R::reconcile(object, ctx)).catch_unwind().await {
+    let span = reconcile_span::<R>(&object);
+    match AssertUnwindSafe(R::reconcile(object, ctx).instrument(span))
+        .catch_unwind()
+        .await
+    {
         Ok(result) => result.map_err(Failure::Reconcile),
         Err(payload) => Err(Failure::Panicked(panic_message(payload.as_ref()))),
     }
@@ -121,6 +139,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 fn error_policy<R: Reconciler>(object: Arc<R::Object>, failure: &Failure<R::Error>, ctx: Arc<R::Context>) -> Action {
+    let _span = reconcile_span::<R>(&object).entered();
     let metrics = &(*ctx).as_ref().metrics;
     let error = match failure {
         Failure::Reconcile(error) => error,

@@ -5,7 +5,6 @@
 pub mod decide;
 mod reconcile;
 
-use std::ops::Deref;
 use std::sync::Arc;
 
 use kube::ResourceExt;
@@ -14,6 +13,7 @@ use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use vrouter_api::{ProxmoxCluster, VRouterTarget};
 
 use crate::runtime::context::Context;
+use crate::runtime::controller_context::Ctx;
 use crate::runtime::reconciler::{self, Scope, Shutdown};
 use crate::runtime::watches::Watches;
 
@@ -22,23 +22,11 @@ pub use reconcile::CONTROLLER;
 /// What the cluster reconciler reads besides the cluster: the shared
 /// [`Context`] and the targets as the watch that wakes it has them (a LIST
 /// of the namespace's targets per sync before, idle or not).
-pub struct ClusterContext {
-    shared: Arc<Context>,
+pub type ClusterContext = Ctx<ClusterOwn>;
+
+/// What only this controller's reconciles read (see [`ClusterContext`]).
+pub struct ClusterOwn {
     targets: Store<VRouterTarget>,
-}
-
-impl Deref for ClusterContext {
-    type Target = Context;
-
-    fn deref(&self) -> &Context {
-        &self.shared
-    }
-}
-
-impl AsRef<Context> for ClusterContext {
-    fn as_ref(&self) -> &Context {
-        &self.shared
-    }
 }
 
 /// Runs the ProxmoxCluster controller until `shutdown`. A target wakes the
@@ -50,7 +38,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
     let controller = Controller::new(scope.api::<ProxmoxCluster>(), watcher::Config::default())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.clusters))
         .watches_stream(target_events, |target| cluster_of(&target));
-    let ctx = Arc::new(ClusterContext { shared: ctx, targets });
+    let ctx = Arc::new(Ctx::new(ctx, ClusterOwn { targets }));
     reconciler::run::<reconcile::ClusterReconciler>(controller, ctx, shutdown).await;
 }
 

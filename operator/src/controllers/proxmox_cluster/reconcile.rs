@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::{FINALIZER, condition, reason};
-use vrouter_api::{ProxmoxCluster, VRouterTarget};
+use vrouter_api::{ProxmoxCluster, ProxmoxClusterStatus, VRouterTarget};
 use vrouter_providers::factory::{ClusterClientError, proxmox_cluster_client};
 use vrouter_providers::{FactoryContext, KubeLookup, ProviderError};
 
@@ -78,28 +78,19 @@ fn sync_interval(cluster: &ProxmoxCluster) -> Duration {
 async fn reconcile(cluster: &ProxmoxCluster, ctx: &ClusterContext) -> Result<Action, Error> {
     if cluster.meta().deletion_timestamp.is_some() {
         // Nothing to clean up: the targets keep their last observed node.
-        finalizers::remove_finalizer(&ctx.client, cluster, FINALIZER).await?;
-        return Ok(Action::await_change());
+        return Ok(finalizers::release(&ctx.client, cluster, FINALIZER).await?);
     }
-    if finalizers::ensure_finalizer(&ctx.client, cluster, FINALIZER).await? {
-        return Ok(Action::requeue(Duration::ZERO));
+    if let Some(action) = finalizers::ensure(&ctx.client, cluster, FINALIZER).await? {
+        return Ok(action);
     }
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
     let interval = sync_interval(cluster);
-    if !stores::ready(&ctx.targets).await {
+    if !stores::ready(&ctx.own.targets).await {
         // The target watch ended: the process is shutting down.
         return Ok(Action::await_change());
     }
-    // Shared with the store, not copied: every sync and every target event
-    // mapped to the cluster comes here, and a copy of each target was a
-    // twentieth of the operator's idle CPU at 1,000 targets.
-    let targets: Vec<Arc<VRouterTarget>> = ctx
-        .targets
-        .state()
-        .into_iter()
-        .filter(|t| decide::references(t, &namespace, &name))
-        .collect();
+    let targets = targets_of(ctx, &namespace, &name);
     let current = cluster.status.clone().unwrap_or_default();
     // A spec not yet observed (other endpoints or credentials) is synced now.
     let observed = current.observed_generation == cluster.metadata.generation;
@@ -118,27 +109,54 @@ async fn reconcile(cluster: &ProxmoxCluster, ctx: &ClusterContext) -> Result<Act
         Ok(vms) => Ok(sync_targets(cluster, ctx, &targets, vms, interval).await?),
         Err(failure) => Err(failure),
     };
+    let next = after_sync(cluster, &current, outcome, targets.len(), Timestamp::now());
+    status_writes::patch_status(&ctx.client, cluster, Some(&current), &next).await?;
+    // A failed sync is retried at the next interval too: an unreachable
+    // cluster is not polled in a tight loop.
+    Ok(Action::requeue(interval))
+}
 
-    let now = Timestamp::now();
+/// The targets whose provider names cluster `name` of `namespace`, shared
+/// with the store, not copied: every sync and every target event mapped to
+/// the cluster comes here.
+fn targets_of(ctx: &ClusterContext, namespace: &str, name: &str) -> Vec<Arc<VRouterTarget>> {
+    ctx.own
+        .targets
+        .state()
+        .into_iter()
+        .filter(|t| decide::references(t, namespace, name))
+        .collect()
+}
+
+/// The status after a sync of `targets` targets that ended with `outcome`
+/// (the targets whose uptime could not be read, or why the cluster could
+/// not be read): its Synced condition says which, and the summary follows.
+fn after_sync(
+    cluster: &ProxmoxCluster,
+    current: &ProxmoxClusterStatus,
+    outcome: Result<Vec<(String, String)>, SyncFailure>,
+    targets: usize,
+    now: Timestamp,
+) -> ProxmoxClusterStatus {
     let mut next = current.clone();
-    let wanted = match &outcome {
+    let wanted = match outcome {
         Ok(unread) => {
             next.last_sync_time = Some(Time(now));
             Wanted {
                 type_: condition::SYNCED,
                 status: true,
                 reason: reason::SYNC_SUCCEEDED,
-                message: decide::synced_message(targets.len(), unread),
+                message: decide::synced_message(targets, &unread),
                 observed_generation: cluster.metadata.generation,
             }
         }
         Err(SyncFailure { reason, message }) => {
-            tracing::warn!(cluster = %name, %reason, %message, "ProxmoxCluster sync failed");
+            tracing::warn!(cluster = %cluster.name_any(), %reason, %message, "ProxmoxCluster sync failed");
             Wanted {
                 type_: condition::SYNCED,
                 status: false,
                 reason,
-                message: message.clone(),
+                message,
                 observed_generation: cluster.metadata.generation,
             }
         }
@@ -147,10 +165,7 @@ async fn reconcile(cluster: &ProxmoxCluster, ctx: &ClusterContext) -> Result<Act
     next.observed_generation = cluster.metadata.generation;
     let summary = conditions::synced_summary(&next.conditions, None);
     conditions::summarise(&mut next.conditions, summary, next.observed_generation, now);
-    status_writes::patch_status(&ctx.client, cluster, Some(&current), &next).await?;
-    // A failed sync is retried at the next interval too: an unreachable
-    // cluster is not polled in a tight loop.
-    Ok(Action::requeue(interval))
+    next
 }
 
 /// Steps 2–3: credentials, then one `/cluster/resources` read.

@@ -16,7 +16,6 @@ pub mod wake;
 mod waves;
 mod writes;
 
-use std::ops::Deref;
 use std::sync::Arc;
 
 use futures::TryStreamExt;
@@ -26,6 +25,7 @@ use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use vrouter_api::{ReferencedKind, VRouterBinding, VRouterConfig, VRouterParams, VRouterTemplate};
 
 use crate::runtime::context::Context;
+use crate::runtime::controller_context::Ctx;
 use crate::runtime::own_writes::OwnWrites;
 use crate::runtime::reconciler::{self, Scope, Shutdown};
 use crate::runtime::watches::{Events, Watches};
@@ -39,8 +39,10 @@ pub use resolve::{Referents, ResolveError, references};
 /// it have them, the configs as its watch of the configs has them, and the
 /// versions its own config writes produced (until their echoes are in, the
 /// config store is behind them).
-pub struct BindingContext {
-    shared: Arc<Context>,
+pub type BindingContext = Ctx<BindingOwn>;
+
+/// What only this controller's reconciles read (see [`BindingContext`]).
+pub struct BindingOwn {
     referents: Referents,
     configs: Store<VRouterConfig>,
     config_writes: Arc<OwnWrites>,
@@ -49,20 +51,6 @@ pub struct BindingContext {
     status_writes: OwnWrites,
     /// Each binding's last render, reused while its inputs are unchanged.
     renders: RenderCache,
-}
-
-impl Deref for BindingContext {
-    type Target = Context;
-
-    fn deref(&self) -> &Context {
-        &self.shared
-    }
-}
-
-impl AsRef<Context> for BindingContext {
-    fn as_ref(&self) -> &Context {
-        &self.shared
-    }
 }
 
 /// Runs the VRouterBinding controller until `shutdown`. Templates, params
@@ -94,18 +82,20 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
         .watches_stream(target_events, move |t| {
             select::concerned(&by_target, &configs_of_targets, &t)
         });
-    let ctx = Arc::new(BindingContext {
-        shared: ctx,
-        referents: Referents {
-            templates,
-            params,
-            targets,
+    let ctx = Arc::new(Ctx::new(
+        ctx,
+        BindingOwn {
+            referents: Referents {
+                templates,
+                params,
+                targets,
+            },
+            configs,
+            config_writes,
+            status_writes: OwnWrites::default(),
+            renders: RenderCache::default(),
         },
-        configs,
-        config_writes,
-        status_writes: OwnWrites::default(),
-        renders: RenderCache::default(),
-    });
+    ));
     reconciler::run::<reconcile::BindingReconciler>(controller, ctx, shutdown).await;
 }
 

@@ -132,10 +132,10 @@ async fn render(ctx: &BindingContext, binding: &VRouterBinding) -> Result<Arc<Ve
     // Taken before the referents are read: one that changes in between
     // leaves the render under the older key, which the next look misses.
     let key = render_key(ctx, binding);
-    if let Some(kept) = key.as_ref().and_then(|key| ctx.renders.get(key)) {
+    if let Some(kept) = key.as_ref().and_then(|key| ctx.own.renders.get(key)) {
         return Ok(kept);
     }
-    let referenced = resolve::references(&ctx.client, &ctx.referents, binding).await?;
+    let referenced = resolve::references(&ctx.client, &ctx.own.referents, binding).await?;
     let slots = RENDER_SLOTS
         .get_or_init(|| Semaphore::new(std::thread::available_parallelism().map_or(1, std::num::NonZero::get)));
     let _slot = slots.acquire().await.expect("the semaphore is never closed");
@@ -150,7 +150,7 @@ async fn render(ctx: &BindingContext, binding: &VRouterBinding) -> Result<Arc<Ve
         Err(join) => return Err(RenderError::Interrupted(join)),
     };
     if let Some(key) = key {
-        ctx.renders.put(key, rendered.clone());
+        ctx.own.renders.put(key, rendered.clone());
     }
     Ok(rendered)
 }
@@ -160,7 +160,7 @@ fn render_key(ctx: &BindingContext, binding: &VRouterBinding) -> Option<RenderKe
     let meta = binding.meta();
     Some(RenderKey {
         binding: (meta.uid.clone()?, meta.generation.unwrap_or(0)),
-        referents: resolve::versions(&ctx.referents, binding)?,
+        referents: resolve::versions(&ctx.own.referents, binding)?,
     })
 }
 
@@ -187,22 +187,19 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
         // Generated configs are owned by the binding; garbage collection
         // removes them. Nothing on the routers changes.
         if let Some(uid) = &binding.meta().uid {
-            ctx.renders.forget(uid);
+            ctx.own.renders.forget(uid);
         }
-        ctx.status_writes.forget(binding);
-        finalizers::remove_finalizer(&ctx.client, binding, FINALIZER).await?;
-        return Ok(Action::await_change());
+        ctx.own.status_writes.forget(binding);
+        return Ok(finalizers::release(&ctx.client, binding, FINALIZER).await?);
     }
-    if ctx.status_writes.is_replaced(binding) {
+    if ctx.own.status_writes.is_replaced(binding) {
         // Handed the binding from before a status write of its own whose
         // echo came in meanwhile (the echo's own reconcile follows): its
         // status write would be a conflict.
         return Ok(Action::requeue(own_writes::ECHO_WAIT));
     }
-    if finalizers::ensure_finalizer(&ctx.client, binding, FINALIZER).await? {
-        // The patch's own watch event brings the updated object; a requeue
-        // now would read the cache from before it.
-        return Ok(Action::await_change());
+    if let Some(action) = finalizers::ensure(&ctx.client, binding, FINALIZER).await? {
+        return Ok(action);
     }
     let namespace = binding.namespace().unwrap_or_default();
     if awaiting_own_writes(ctx, binding, &namespace) {
@@ -241,7 +238,7 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
     let paused = binding.spec.paused;
     if paused {
         // Before any spec is written: no config may apply it.
-        pause::mark(&configs, &ctx.config_writes, &existing, true).await?;
+        pause::mark(&configs, &ctx.own.config_writes, &existing, true).await?;
     }
     let by_name: HashMap<String, &VRouterConfig> = existing.iter().map(|c| (c.name_any(), &**c)).collect();
     let requeue_after = match waves::policy(binding)? {
@@ -254,7 +251,7 @@ async fn reconcile(binding: &VRouterBinding, ctx: &BindingContext) -> Result<Act
     };
     if !paused {
         // After the specs are written: a config resumes with its newest spec.
-        pause::mark(&configs, &ctx.config_writes, &existing, false).await?;
+        pause::mark(&configs, &ctx.own.config_writes, &existing, false).await?;
     }
     pause::announce(ctx, binding).await;
     Ok(decide::next_action(requeue_after))
@@ -266,9 +263,10 @@ fn awaiting_own_writes(ctx: &BindingContext, binding: &VRouterBinding, namespace
     // Before the target store is filled the selected targets are unknown;
     // their configs are then checked by the names of the existing ones.
     let targets =
-        super::select::from_store(&ctx.referents.targets, binding).unwrap_or_else(|| binding.spec.target_names([]));
+        super::select::from_store(&ctx.own.referents.targets, binding).unwrap_or_else(|| binding.spec.target_names([]));
     targets.iter().any(|target| {
-        ctx.config_writes
+        ctx.own
+            .config_writes
             .awaiting_echo_of(namespace, &binding.config_name(target))
     })
 }
@@ -283,11 +281,12 @@ async fn generated_configs(
     binding: &VRouterBinding,
     namespace: &str,
 ) -> Option<Vec<Arc<VRouterConfig>>> {
-    if !stores::ready(&ctx.configs).await {
+    if !stores::ready(&ctx.own.configs).await {
         return None;
     }
     let name = binding.name_any();
     let generated = ctx
+        .own
         .configs
         .state()
         .into_iter()
@@ -371,7 +370,7 @@ async fn carry_out(
                 .map(|&i| (&desired[i], existing_of(&desired[i])))
                 .collect();
             let batch = ctx.binding_writes.batch(&binding.uid().unwrap_or_default());
-            write_all(configs, &ctx.config_writes, writes).await?;
+            write_all(configs, &ctx.own.config_writes, writes).await?;
             drop(batch);
             set_status(ctx, binding, wanted, None, false).await?;
         }
@@ -386,7 +385,7 @@ async fn carry_out(
             crash_point::reached(CrashPoint::AfterRolloutStamp);
             write_config(
                 configs,
-                &ctx.config_writes,
+                &ctx.own.config_writes,
                 &desired[*target],
                 existing_of(&desired[*target]),
             )
@@ -396,27 +395,33 @@ async fn carry_out(
         Decision::Requeue { .. } => {
             set_status(ctx, binding, wanted, None, false).await?;
         }
-        Decision::Halted { config, .. } => {
+        Decision::Halted { .. } | Decision::Completed { .. } => {
             if set_status(ctx, binding, wanted, None, false).await? && !paused {
-                rollouts("halted");
-                let note = format!("VRouterConfig {config:?} is Failed");
-                ctx.event(binding, EventType::Warning, reason::ROLLOUT_HALTED, note)
-                    .await;
-            }
-        }
-        Decision::Completed { .. } => {
-            if set_status(ctx, binding, wanted, None, false).await? && !paused {
-                rollouts("completed");
-                let note = format!("{} targets up to date", desired.len());
-                ctx.event(
-                    binding,
-                    EventType::Normal,
-                    vrouter_api::constants::event::ROLLOUT_COMPLETED,
-                    note,
-                )
-                .await;
+                announce_end(ctx, binding, decision, desired.len()).await;
             }
         }
     }
     Ok(())
+}
+
+/// A rollout that halted or completed is counted and announced in an
+/// Event; the caller does so once, when the Ready condition changed.
+async fn announce_end(ctx: &BindingContext, binding: &VRouterBinding, decision: &Decision, targets: usize) {
+    let (state, type_, reason, note) = match decision {
+        Decision::Halted { config, .. } => (
+            "halted",
+            EventType::Warning,
+            reason::ROLLOUT_HALTED,
+            format!("VRouterConfig {config:?} is Failed"),
+        ),
+        Decision::Completed { .. } => (
+            "completed",
+            EventType::Normal,
+            vrouter_api::constants::event::ROLLOUT_COMPLETED,
+            format!("{targets} targets up to date"),
+        ),
+        _ => return,
+    };
+    ctx.metrics.rollouts.get_or_create(&StateLabels { state }).inc();
+    ctx.event(binding, type_, reason, note).await;
 }

@@ -34,7 +34,7 @@ pub async fn set_status_with(
     edit(&mut next);
     let written = status_writes::patch_status(&ctx.client, binding, Some(&current), &next).await?;
     if let Some(written) = &written {
-        ctx.status_writes.record_over(binding, written);
+        ctx.own.status_writes.record_over(binding, written);
     }
     Ok(written.is_some())
 }

@@ -81,7 +81,7 @@ pub async fn roll(
                 )
             })
             .collect();
-        write_all(configs, &ctx.config_writes, writes).await?;
+        write_all(configs, &ctx.own.config_writes, writes).await?;
     }
     if let Some((type_, why, note)) = event_of(&decision, changed, before.as_deref()) {
         ctx.event(binding, type_, why, note).await;

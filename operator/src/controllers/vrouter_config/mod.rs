@@ -12,7 +12,6 @@ pub mod recover;
 mod secret_params;
 pub mod status_sweep;
 
-use std::ops::Deref;
 use std::sync::Arc;
 
 use futures::TryStreamExt;
@@ -25,9 +24,12 @@ use vrouter_api::{VRouterConfig, VRouterTarget};
 
 use crate::controllers::vrouter_target;
 use crate::runtime::context::Context;
+use crate::runtime::controller_context::Ctx;
+use crate::runtime::one_apply_per_router::RouterLocks;
 use crate::runtime::own_writes::OwnWrites;
 use crate::runtime::recently_ready::RouterKey;
 use crate::runtime::reconciler::{self, Scope, Shutdown};
+use crate::runtime::status_object_retry::StatusObjectsDue;
 use crate::runtime::watches::{Events, Watches};
 
 pub use reconcile::CONTROLLER;
@@ -39,25 +41,17 @@ pub(crate) use reconcile::summarised;
 /// made with the controller: a reconcile reads its target from there (the
 /// watch that wakes it filled the store first), and the
 /// one-apply-per-router check reads the stored statuses after a restart.
-pub struct ConfigContext {
-    shared: Arc<Context>,
+pub type ConfigContext = Ctx<ConfigOwn>;
+
+/// What only this controller's reconciles read (see [`ConfigContext`]).
+pub struct ConfigOwn {
     configs: Store<VRouterConfig>,
     targets: Store<VRouterTarget>,
     own_writes: Arc<OwnWrites>,
-}
-
-impl Deref for ConfigContext {
-    type Target = Context;
-
-    fn deref(&self) -> &Context {
-        &self.shared
-    }
-}
-
-impl AsRef<Context> for ConfigContext {
-    fn as_ref(&self) -> &Context {
-        &self.shared
-    }
+    /// Which config's apply runs on which router: one at a time.
+    router_locks: RouterLocks,
+    /// Applied configs whose VRouterStatus is still to be created.
+    status_objects_due: StatusObjectsDue,
 }
 
 /// Runs the VRouterConfig controller until `shutdown`. Every change of a
@@ -108,12 +102,16 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
         None => controller,
     };
     let swept = configs.clone();
-    let ctx = Arc::new(ConfigContext {
-        shared: ctx,
-        configs,
-        targets,
-        own_writes,
-    });
+    let ctx = Arc::new(Ctx::new(
+        ctx,
+        ConfigOwn {
+            configs,
+            targets,
+            own_writes,
+            router_locks: RouterLocks::default(),
+            status_objects_due: StatusObjectsDue::default(),
+        },
+    ));
     // Every Applied config has its VRouterStatus, however it became Applied.
     futures::join!(
         reconciler::run::<reconcile::ConfigReconciler>(controller, ctx.clone(), shutdown.clone()),

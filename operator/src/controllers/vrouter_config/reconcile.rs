@@ -26,19 +26,34 @@ use crate::runtime::conditions::TargetProblem;
 use crate::runtime::context::Context;
 use crate::runtime::crash_point::{self, CrashPoint};
 use crate::runtime::metrics::ResultLabels;
-use crate::runtime::one_apply_per_router::{Router, Vm, holder, in_flight_elsewhere};
+use crate::runtime::one_apply_per_router::{Router, RouterHold, Vm, holder, in_flight_elsewhere};
 use crate::runtime::recently_ready::{self, RouterKey};
 use crate::runtime::reconciler::{self, Reconciler};
 use crate::runtime::{binding_writes, conditions, finalizers, off_runtime, own_writes, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterconfig";
 
+/// Why a config reconcile failed and is retried with backoff: a transient
+/// failure, which the status is not the place for. Each keeps the error it
+/// met as its source, and says in its text what was being done.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    #[error("asking whether the VM runs: {0}")]
+    VmRunning(#[source] ProviderError),
+    #[error("asking when the VM started: {0}")]
+    VmStarted(#[source] ProviderError),
+    #[error("asking the router about apply {apply}: {source}")]
+    AskRouter {
+        apply: ApplyId,
+        #[source]
+        source: ProviderError,
+    },
+    /// A retry `decide` chose ([`Next::Retry`]); its text quotes the
+    /// provider's error, which the pure decisions take as text.
     #[error("{0}")]
-    Retry(String),
+    Decided(String),
 }
 
 pub struct ConfigReconciler;
@@ -93,27 +108,25 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
     if config.meta().deletion_timestamp.is_some() {
         // Deleting the object never touches the router: it keeps its config.
         // An apply still running keeps its router hold until it expires.
-        ctx.status_objects_due.remove(&router_of(config), &config.name_any());
-        finalizers::remove_finalizer(&ctx.client, config, FINALIZER).await?;
-        return Ok(Action::await_change());
+        ctx.own
+            .status_objects_due
+            .remove(&router_of(config), &config.name_any());
+        return Ok(finalizers::release(&ctx.client, config, FINALIZER).await?);
     }
-    if ctx.own_writes.is_replaced(config) {
+    if ctx.own.own_writes.is_replaced(config) {
         // Handed the config from before a status write of its own whose
         // echo is in the store already: look again at once.
         return Ok(Action::requeue(reconciler::CONFLICT_RETRY));
     }
-    if ctx.own_writes.awaiting_echo(config) {
+    if ctx.own.own_writes.awaiting_echo(config) {
         // The store is behind this controller's own last status write: a
         // decision from it would redo what that write recorded, and its
         // write would be a conflict. That echo wakes the controller now
         // (see `OwnWrites::awaiting_echo`); the requeue is for one lost.
         return Ok(Action::requeue(own_writes::ECHO_WAIT));
     }
-    if finalizers::ensure_finalizer(&ctx.client, config, FINALIZER).await? {
-        // The patch's own watch event brings the updated object; a requeue
-        // now would read the cache from before it, and its finalizer patch
-        // would be a conflict.
-        return Ok(Action::await_change());
+    if let Some(action) = finalizers::ensure(&ctx.client, config, FINALIZER).await? {
+        return Ok(action);
     }
     if let Some(pause) = config.pause()
         && !(pause.lets_in_flight_finish() && apply_in_flight(config))
@@ -211,7 +224,8 @@ impl<'a> Apply<'a> {
         // store is its own event, which wakes this config again; and the
         // dispatch write below is conditional on the config's version, so
         // no apply starts twice from a view one event behind.
-        let Some(target) = stores::get(&self.ctx.targets, &self.ctx.client, namespace, &target_ref.name).await? else {
+        let Some(target) = stores::get(&self.ctx.own.targets, &self.ctx.client, namespace, &target_ref.name).await?
+        else {
             return self
                 .note_problem(format!("VRouterTarget {:?} not found", target_ref.name))
                 .await;
@@ -277,7 +291,7 @@ impl<'a> Apply<'a> {
                 record_apply_end(self.ctx, &self.status, &step, self.clock.now);
                 return self.finish(step).await.map(Some);
             }
-            Err(e) => return Err(Error::Retry(e.to_string())),
+            Err(e) => return Err(Error::VmRunning(e)),
         };
         if !running {
             return self
@@ -338,6 +352,7 @@ impl<'a> Apply<'a> {
         if step.status.exec_pid > 0 || step.status.confirmation.is_some() {
             let _ = self
                 .ctx
+                .own
                 .router_locks
                 .try_hold(self.vm(), &self.holder, self.hold_until(), Instant::now());
         }
@@ -408,25 +423,21 @@ impl<'a> Apply<'a> {
         let started = match provider.vm_started_at().await {
             Ok(started) => started,
             Err(e) if e.needs_a_person() => return self.cannot_reach(&e).await,
-            Err(e) => return Err(Error::Retry(e.to_string())),
+            Err(e) => return Err(Error::VmStarted(e)),
         };
         let last_reboot = decide::latest_boot(status, self.confirmed(), target_last_reboot, started);
         let last_reboot = last_reboot.as_ref();
         let Some(reason) = decide::dispatch_reason(status, generation, last_reboot) else {
             return self.nothing_due().await;
         };
-        if let Err(other) = ctx
-            .router_locks
-            .try_hold(self.vm(), &self.holder, self.hold_until(), Instant::now())
-        {
-            return self.wait_for_router(&other).await;
-        }
-        if let Some(other) = self.router_busy_with().await {
-            ctx.router_locks.release(&self.holder);
-            return self.wait_for_router(&other).await;
-        }
-        if let Some(action) = self.recover_before_dispatch(provider, generation).await? {
-            return Ok(action);
+        // Every return before the hold is handed over releases it.
+        let hold = match self.take_router().await {
+            Ok(hold) => hold,
+            Err(other) => return self.wait_for_router(&other).await,
+        };
+        if let Some(step) = self.recover_before_dispatch(provider, generation).await? {
+            hold.hand_over();
+            return self.settle(provider, step).await;
         }
         // A confirmed apply needs the running config it may roll back to,
         // read before anything changes; a provider that cannot finish a
@@ -436,7 +447,7 @@ impl<'a> Apply<'a> {
             Some(confirm) => match self.previous_running_config(provider, confirm).await {
                 Ok(hash) => Some((confirm.clone(), hash)),
                 Err(refusal) => {
-                    ctx.router_locks.release(&self.holder);
+                    drop(hold);
                     return self.refuse_confirm(generation, refusal, last_reboot).await;
                 }
             },
@@ -471,7 +482,23 @@ impl<'a> Apply<'a> {
                 decide::on_dispatch_failed(&before, generation, clock, &e.to_string(), permanent, last_reboot)
             }
         };
+        hold.hand_over();
         finish(ctx, &fresh, &before, step).await
+    }
+
+    /// Takes this config's VM for a dispatch, unless another config holds
+    /// it in this process or (after a restart) its stored status shows an
+    /// apply of its own there: then that config's name.
+    async fn take_router(&self) -> Result<RouterHold<'a>, String> {
+        let hold = self
+            .ctx
+            .own
+            .router_locks
+            .hold(self.vm(), &self.holder, self.hold_until(), Instant::now())?;
+        match self.router_busy_with().await {
+            Some(other) => Err(other),
+            None => Ok(hold),
+        }
     }
 
     /// With no apply due: a config settled before its kind had the kstatus
@@ -481,9 +508,10 @@ impl<'a> Apply<'a> {
         let (ctx, config, status) = (self.ctx, self.config, &self.status);
         let settled = summarised(status.clone(), config, None, self.clock.now);
         if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &settled).await? {
-            ctx.own_writes.record_over(config, &written);
+            ctx.own.own_writes.record_over(config, &written);
         }
-        if status.phase == vrouter_api::Phase::Applied && ctx.status_objects_due.contains(&self.router, &self.name) {
+        if status.phase == vrouter_api::Phase::Applied && ctx.own.status_objects_due.contains(&self.router, &self.name)
+        {
             return Ok(match ensure_status_object(ctx, config, &self.router).await? {
                 true => Action::await_change(),
                 false => Action::requeue(STATUS_OBJECT_RETRY),
@@ -511,13 +539,10 @@ impl<'a> Apply<'a> {
         );
         match status_writes::write_status(&self.ctx.client, self.config, Some(&self.status), &before).await {
             Ok(fresh) => {
-                self.ctx.own_writes.record_over(self.config, &fresh);
+                self.ctx.own.own_writes.record_over(self.config, &fresh);
                 Ok((fresh, before))
             }
-            Err(e) => {
-                self.ctx.router_locks.release(&self.holder);
-                Err(e.into())
-            }
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -525,7 +550,7 @@ impl<'a> Apply<'a> {
     /// handle came back: a crash, a failed or lost dispatch), the router
     /// says whether it started that apply; `None` when it did not, and the
     /// dispatch goes on under the same id.
-    async fn recover_before_dispatch(&self, provider: &dyn Provider, generation: i64) -> Result<Option<Action>, Error> {
+    async fn recover_before_dispatch(&self, provider: &dyn Provider, generation: i64) -> Result<Option<Step>, Error> {
         if !decide::continues_stored_apply(&self.status, generation) {
             return Ok(None);
         }
@@ -534,11 +559,8 @@ impl<'a> Apply<'a> {
         };
         match self.ask_router(provider, &apply, Asked::BeforeDispatch).await {
             Ok(Recovery::Dispatch) => Ok(None),
-            Ok(Recovery::Step(step)) => self.settle(provider, *step).await.map(Some),
-            Err(e) => {
-                self.ctx.router_locks.release(&self.holder);
-                Err(Error::Retry(format!("asking the router about apply {apply}: {e}")))
-            }
+            Ok(Recovery::Step(step)) => Ok(Some(*step)),
+            Err(source) => Err(Error::AskRouter { apply, source }),
         }
     }
 
@@ -651,6 +673,7 @@ impl<'a> Apply<'a> {
         let until = Instant::now() + rollback_in + self.ctx.settings.apply_timeout;
         let _ = self
             .ctx
+            .own
             .router_locks
             .try_hold(self.vm(), &self.holder, until, Instant::now());
         let step = match confirm::stage(confirmation, self.clock.now) {
@@ -771,15 +794,15 @@ const ROUTER_BUSY_RETRY: Duration = Duration::from_secs(2);
 /// after a restart, shown in stored statuses (the store is read once its
 /// first list is in, so a restarted process cannot miss one).
 async fn router_busy_with(ctx: &ConfigContext, vm: &Vm, holder: &str, clock: Clock) -> Option<String> {
-    if let Some(other) = ctx.router_locks.held_by_other(vm, holder, Instant::now()) {
+    if let Some(other) = ctx.own.router_locks.held_by_other(vm, holder, Instant::now()) {
         return Some(other);
     }
-    stores::ready(&ctx.configs).await.then_some(())?;
-    let configs = ctx.configs.state();
+    stores::ready(&ctx.own.configs).await.then_some(())?;
+    let configs = ctx.own.configs.state();
     let vm_of = |config: &VRouterConfig| {
         let target = ObjectRef::<VRouterTarget>::new(&config.spec.target_ref.name)
             .within(&config.namespace().unwrap_or_default());
-        ctx.targets.get(&target).and_then(|target| RouterKey::of(&target))
+        ctx.own.targets.get(&target).and_then(|target| RouterKey::of(&target))
     };
     in_flight_elsewhere(
         configs.iter().map(|c| &**c),
@@ -804,7 +827,7 @@ async fn wait_for_router(
     next.message = format!("waiting for VRouterConfig {other:?} to finish its apply on the same router");
     let next = summarised(next, config, None, Timestamp::now());
     if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &next).await? {
-        ctx.own_writes.record_over(config, &written);
+        ctx.own.own_writes.record_over(config, &written);
     }
     Ok(Action::requeue(ROUTER_BUSY_RETRY))
 }
@@ -830,7 +853,7 @@ async fn note_problem(
     }
     step.status = summarised(step.status, config, Some(problem), clock.now);
     if let Some(written) = status_writes::patch_status(&ctx.client, config, Some(status), &step.status).await? {
-        ctx.own_writes.record_over(config, &written);
+        ctx.own.own_writes.record_over(config, &written);
         ctx.event(
             config,
             EventType::Warning,
@@ -892,12 +915,12 @@ async fn finish(
     record_revision(ctx, config, current, &step.status).await;
     if step.status.exec_pid == 0 && step.status.confirmation.is_none() {
         // No apply of this config runs (any more): its router is free.
-        ctx.router_locks.release(&holder(config));
+        ctx.own.router_locks.release(&holder(config));
     }
     if let Some(written) =
         status_writes::patch_status_keeping_result(&ctx.client, config, current, &step.status).await?
     {
-        ctx.own_writes.record_over(config, &written);
+        ctx.own.own_writes.record_over(config, &written);
     }
     if let Some(event) = &step.event {
         ctx.event(config, event.type_, event.reason, event.note.clone()).await;
@@ -911,7 +934,7 @@ async fn finish(
     match step.next {
         Next::Done => Ok(Action::await_change()),
         Next::RequeueAfter(after) => Ok(Action::requeue(after)),
-        Next::Retry(message) => Err(Error::Retry(message)),
+        Next::Retry(message) => Err(Error::Decided(message)),
     }
 }
 
@@ -942,18 +965,18 @@ const STATUS_OBJECT_RETRY: Duration = Duration::from_secs(30);
 /// would bring it back here before its next apply. Returns whether it
 /// exists now.
 pub(crate) async fn ensure_status_object(
-    ctx: &Context,
+    ctx: &ConfigContext,
     config: &VRouterConfig,
     router: &Router,
 ) -> Result<bool, Error> {
     let name = config.name_any();
     match create_status_object(ctx, config).await {
         Ok(()) => {
-            ctx.status_objects_due.remove(router, &name);
+            ctx.own.status_objects_due.remove(router, &name);
             Ok(true)
         }
         Err(Error::Kube(error)) => {
-            ctx.status_objects_due.insert(router, &name);
+            ctx.own.status_objects_due.insert(router, &name);
             let message = match &error {
                 kube::Error::Api(e) => format!("{} ({})", e.message, e.reason),
                 other => other.to_string(),

@@ -13,8 +13,8 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use vrouter_api::{Phase, VRouterConfig, VRouterStatus};
 
+use super::ConfigContext;
 use super::reconcile::ensure_status_object;
-use crate::runtime::context::Context;
 use crate::runtime::one_apply_per_router::Router;
 
 /// The configs that are Applied since before `applied_before`, not being
@@ -45,7 +45,7 @@ pub fn missing<'a>(
 /// Sweeps every `ctx.settings.status_sweep` until `shutdown`, once both
 /// stores hold their first list.
 pub async fn run(
-    ctx: &Context,
+    ctx: &ConfigContext,
     configs: Store<VRouterConfig>,
     statuses: Store<VRouterStatus>,
     shutdown: impl Future<Output = ()>,
@@ -83,12 +83,12 @@ pub async fn run(
 /// Creates `config`'s VRouterStatus, unless a failed create is already
 /// retried by the config's own reconcile (with an event each time); the
 /// sweep does not add to it.
-async fn create_missing(ctx: &Context, config: &VRouterConfig) {
+async fn create_missing(ctx: &ConfigContext, config: &VRouterConfig) {
     let router = Router {
         namespace: config.namespace().unwrap_or_default(),
         target: config.spec.target_ref.name.clone(),
     };
-    if ctx.status_objects_due.contains(&router, &config.name_any()) {
+    if ctx.own.status_objects_due.contains(&router, &config.name_any()) {
         return;
     }
     if let Err(error) = ensure_status_object(ctx, config, &router).await {

@@ -7,7 +7,6 @@ mod reconcile;
 pub mod stored_configs;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::ops::Deref;
 use std::sync::Arc;
 
 use futures::TryStreamExt;
@@ -17,6 +16,7 @@ use kube::runtime::{Controller, WatchStreamExt, controller};
 use vrouter_api::{VRouterConfig, VRouterStatus, VRouterTarget};
 
 use crate::runtime::context::Context;
+use crate::runtime::controller_context::Ctx;
 use crate::runtime::own_writes::OwnWrites;
 use crate::runtime::reconciler::{self, Shutdown};
 use crate::runtime::watches::Watches;
@@ -29,25 +29,13 @@ pub use stored_configs::{MAX_STORED_BYTES, SECRET_TYPE};
 /// watches have them, so a sync reads nothing from the API server but the
 /// router. Its own status writes are recorded so that their echoes do not
 /// wake it (see [`OwnWrites`]).
-pub struct StatusContext {
-    shared: Arc<Context>,
+pub type StatusContext = Ctx<StatusOwn>;
+
+/// What only this controller's reconciles read (see [`StatusContext`]).
+pub struct StatusOwn {
     configs: Store<VRouterConfig>,
     targets: Store<VRouterTarget>,
     own_status_writes: Arc<OwnWrites>,
-}
-
-impl Deref for StatusContext {
-    type Target = Context;
-
-    fn deref(&self) -> &Context {
-        &self.shared
-    }
-}
-
-impl AsRef<Context> for StatusContext {
-    fn as_ref(&self) -> &Context {
-        &self.shared
-    }
 }
 
 /// Runs the VRouterStatus controller until `shutdown`. A config's change
@@ -78,12 +66,14 @@ pub async fn run(ctx: Arc<Context>, watches: &Watches, shutdown: Shutdown) {
     let controller = Controller::for_stream(status_events, statuses)
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency.statuses))
         .watches_stream(config_events, move |config| watching(&by_config, &config));
-    let ctx = Arc::new(StatusContext {
-        shared: ctx,
-        configs,
-        targets,
-        own_status_writes,
-    });
+    let ctx = Arc::new(Ctx::new(
+        ctx,
+        StatusOwn {
+            configs,
+            targets,
+            own_status_writes,
+        },
+    ));
     reconciler::run::<reconcile::StatusReconciler>(controller, ctx, shutdown).await;
 }
 

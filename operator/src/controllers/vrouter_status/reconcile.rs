@@ -65,13 +65,14 @@ fn sync_interval(vrs: &VRouterStatus) -> Duration {
 /// controller's own: from it, the sync just made would look due, and its
 /// write would be a conflict.
 fn behind_own_write(vrs: &VRouterStatus, ctx: &StatusContext) -> Option<Duration> {
-    if ctx.own_status_writes.is_replaced(vrs) {
+    if ctx.own.own_status_writes.is_replaced(vrs) {
         // The write's echo is in the store already: at once.
         return Some(reconciler::CONFLICT_RETRY);
     }
     // The store is behind the write (a config event woke this reconcile
     // first). Its echo wakes the controller; the requeue is for one lost.
-    ctx.own_status_writes
+    ctx.own
+        .own_status_writes
         .awaiting_echo(vrs)
         .then_some(own_writes::ECHO_WAIT)
 }
@@ -97,7 +98,7 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
     }
     // The config as the watch has it: a config event that changes what is
     // read here wakes this reconcile after the store holds it.
-    let Some(config) = stores::get(&ctx.configs, &ctx.client, &namespace, &config_ref.name).await? else {
+    let Some(config) = stores::get(&ctx.own.configs, &ctx.client, &namespace, &config_ref.name).await? else {
         let next = fail(format!("VRouterConfig {:?} not found", config_ref.name));
         write_status(ctx, vrs, &current, &next).await?;
         return Ok(None);
@@ -126,19 +127,32 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
         ctx.apply_dispatches.quiet().await;
         return Ok(Some(Duration::ZERO));
     }
-    let (startup, running) = match read_router_counted(ctx, &config).await {
+    read_and_record(ctx, vrs, &config, &current, &view, now).await?;
+    Ok(None)
+}
+
+/// Reads the router, then writes what it holds (the status, the stored
+/// configs) and acts on drift. A router that cannot be read is reported in
+/// Synced=False, with no error return: it is looked at again after
+/// syncInterval, without the controller's error backoff.
+async fn read_and_record(
+    ctx: &StatusContext,
+    vrs: &VRouterStatus,
+    config: &VRouterConfig,
+    current: &VRouterStatusStatus,
+    view: &ConfigView,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let (startup, running) = match read_router_counted(ctx, config).await {
         Ok(read) => read,
-        // No error return: a router that cannot be read is reported in
-        // Synced=False and looked at again after syncInterval, without
-        // the controller's error backoff.
         Err(why) => {
-            write_status(ctx, vrs, &current, &fail(why)).await?;
-            return Ok(None);
+            let next = summarised(vrs, decide::on_read_failed(current, &why, now), None, now);
+            return write_status(ctx, vrs, current, &next).await;
         }
     };
     let (reading, startup, running) =
         off_runtime::run(move || (reading_of(&startup, &running), startup, running)).await;
-    let mut sync = decide::on_read(&current, &view, &reading, now);
+    let mut sync = decide::on_read(current, view, &reading, now);
     let drift = sync.status.drift_detected.then(|| Drift {
         repairing: view.drift_is_repaired(),
         why: &sync.status.message,
@@ -147,16 +161,15 @@ async fn sync(vrs: &VRouterStatus, ctx: &StatusContext) -> Result<Option<Duratio
     stored_configs::keep(
         &ctx.client,
         vrs,
-        &current,
+        current,
         &reading,
         &startup,
         &running,
         &mut sync.status,
     )
     .await?;
-    write_status(ctx, vrs, &current, &sync.status).await?;
-    act_on_drift(ctx, vrs, &config, &sync).await?;
-    Ok(None)
+    write_status(ctx, vrs, current, &sync.status).await?;
+    act_on_drift(ctx, vrs, config, &sync).await
 }
 
 /// After the sync's status is written: drift newly seen is announced, and
@@ -192,7 +205,7 @@ async fn write_status(
     next: &VRouterStatusStatus,
 ) -> Result<(), Error> {
     if let Some(written) = status_writes::patch_status(&ctx.client, vrs, Some(current), next).await? {
-        ctx.own_status_writes.record_over(vrs, &written);
+        ctx.own.own_status_writes.record_over(vrs, &written);
     }
     Ok(())
 }
@@ -242,7 +255,7 @@ fn summarised(
 async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec<u8>, Vec<u8>), String> {
     let namespace = config.namespace().unwrap_or_default();
     let target_name = &config.spec.target_ref.name;
-    let target = stores::get(&ctx.targets, &ctx.client, &namespace, target_name)
+    let target = stores::get(&ctx.own.targets, &ctx.client, &namespace, target_name)
         .await
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("VRouterTarget {target_name:?} not found"))?;
