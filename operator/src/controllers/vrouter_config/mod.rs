@@ -9,6 +9,7 @@ pub mod decide;
 mod reconcile;
 pub mod recover;
 mod secret_params;
+pub mod secret_rotation;
 pub mod status_sweep;
 
 use std::ops::Deref;
@@ -43,6 +44,8 @@ pub struct ConfigContext {
     configs: Store<VRouterConfig>,
     targets: Store<VRouterTarget>,
     own_writes: Arc<OwnWrites>,
+    /// The Secrets' resourceVersions, for rotation (see [`secret_rotation`]).
+    secrets: secret_rotation::SecretVersions,
 }
 
 impl Deref for ConfigContext {
@@ -80,6 +83,12 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
     let controller = controller.watches_stream(target_events, move |target| {
         configs_of_targets(by_target.state().iter().map(|c| &**c), [&target])
     });
+    // A Secret that changed concerns the configs naming it.
+    let (secrets, secret_events) = secret_rotation::watch(scope);
+    let by_secret = configs.clone();
+    let controller = controller.watches_stream(secret_events, move |secret| {
+        secret_rotation::configs_naming(by_secret.state().iter(), &secret)
+    });
     let recently_ready = ctx.recently_ready.clone();
     let controller = match vrouter_target::vmi_resource(&scope.client).await {
         Some(resource) => {
@@ -112,6 +121,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
         configs,
         targets,
         own_writes,
+        secrets,
     });
     // Every Applied config has its VRouterStatus, however it became Applied.
     futures::join!(
