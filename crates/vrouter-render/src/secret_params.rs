@@ -35,9 +35,10 @@ pub enum SecretContext {
 /// Why a secret param could not be rendered or resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretParamError {
-    /// `secretKeyRef` must hold exactly a `name` and a `key`, both valid.
-    #[error("param {path}: secretKeyRef must be {{name, key}} with a Secret name and a key of [-._a-zA-Z0-9]")]
-    BadRef { path: String },
+    /// `secretKeyRef` must hold exactly a `name` and a `key`, both valid;
+    /// `path` names the field at fault.
+    #[error("param {path}: {reason}")]
+    BadRef { path: String, reason: String },
     /// The Secret or its key is not there.
     #[error("secret param: Secret {name:?} has no key {key:?} (or does not exist in this namespace)")]
     Missing { name: String, key: String },
@@ -124,26 +125,80 @@ fn walk(value: &mut Value, path: &str, found: &mut Vec<SecretKeyRef>) -> Result<
 }
 
 fn parse_ref(map: &serde_json::Map<String, Value>, path: &str) -> Result<SecretKeyRef, SecretParamError> {
-    let bad = || SecretParamError::BadRef {
-        path: path.trim_start_matches('.').to_owned(),
-    };
-    if map.len() != 1 {
-        return Err(bad());
+    ref_of(map).map_err(|(field, reason)| SecretParamError::BadRef {
+        path: format!("{path}{field}").trim_start_matches('.').to_owned(),
+        reason,
+    })
+}
+
+/// The reference a `{"secretKeyRef": …}` object holds, or the field at
+/// fault (a suffix of the param's path) and why. No field names a
+/// namespace: a Secret is always read from the object's own namespace.
+fn ref_of(map: &serde_json::Map<String, Value>) -> Result<SecretKeyRef, (String, String)> {
+    if let Some(other) = map.keys().find(|k| *k != "secretKeyRef") {
+        return Err((
+            format!(".{other}"),
+            "a secret param holds secretKeyRef alone".to_owned(),
+        ));
     }
     let Some(Value::Object(inner)) = map.get("secretKeyRef") else {
-        return Err(bad());
+        return Err((".secretKeyRef".to_owned(), "must be an object {name, key}".to_owned()));
     };
-    let (Some(Value::String(name)), Some(Value::String(key)), 2) = (inner.get("name"), inner.get("key"), inner.len())
-    else {
-        return Err(bad());
-    };
-    if !valid_name(name) || !valid_key(key) {
-        return Err(bad());
+    if let Some(other) = inner.keys().find(|k| !["name", "key"].contains(&k.as_str())) {
+        let why = match other.as_str() {
+            "namespace" => {
+                "a secret param names a Secret of its object's own namespace only; no namespace can be given"
+            }
+            _ => "unknown field: secretKeyRef holds name and key only",
+        };
+        return Err((format!(".secretKeyRef.{other}"), why.to_owned()));
     }
+    let name = match inner.get("name") {
+        Some(Value::String(name)) if valid_name(name) => name,
+        _ => {
+            return Err((
+                ".secretKeyRef.name".to_owned(),
+                "must be a Secret name (lowercase letters, digits, '-' and '.', at most 253)".to_owned(),
+            ));
+        }
+    };
+    let key = match inner.get("key") {
+        Some(Value::String(key)) if valid_key(key) => key,
+        _ => {
+            return Err((
+                ".secretKeyRef.key".to_owned(),
+                "must be a Secret key (letters, digits, '-', '_' and '.', at most 253)".to_owned(),
+            ));
+        }
+    };
     Ok(SecretKeyRef {
         name: name.clone(),
         key: key.clone(),
     })
+}
+
+/// Every malformed `secretKeyRef` in `params` (not only the first), as
+/// (field path under `base`, reason): for admission, which names each.
+pub fn malformed_refs(params: &Value, base: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    check(params, base, &mut found);
+    found
+}
+
+fn check(value: &Value, path: &str, found: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) if map.contains_key("secretKeyRef") => {
+            if let Err((field, reason)) = ref_of(map) {
+                found.push((format!("{path}{field}"), reason));
+            }
+        }
+        Value::Object(map) => map.iter().for_each(|(k, v)| check(v, &format!("{path}.{k}"), found)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .for_each(|(i, v)| check(v, &format!("{path}[{i}]"), found)),
+        _ => {}
+    }
 }
 
 /// The references `text` holds, each once, sorted.
@@ -259,18 +314,57 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_ref_is_refused_naming_its_path() {
+    fn a_malformed_ref_is_refused_naming_its_field() {
         let table = [
-            json!({"p": {"secretKeyRef": {"name": "db"}}}),
-            json!({"p": {"secretKeyRef": {"name": "db", "key": "k", "extra": 1}}}),
-            json!({"p": {"secretKeyRef": {"name": "DB", "key": "k"}}}),
-            json!({"p": {"secretKeyRef": {"name": "db", "key": "k/../x"}}}),
-            json!({"p": {"secretKeyRef": "db", "other": 1}}),
+            (json!({"p": {"secretKeyRef": {"name": "db"}}}), "p.secretKeyRef.key"),
+            (json!({"p": {"secretKeyRef": {"key": "k"}}}), "p.secretKeyRef.name"),
+            (
+                json!({"p": {"secretKeyRef": {"name": "db", "key": "k", "extra": 1}}}),
+                "p.secretKeyRef.extra",
+            ),
+            (
+                json!({"p": {"secretKeyRef": {"name": "db", "key": "k", "namespace": "kube-system"}}}),
+                "p.secretKeyRef.namespace",
+            ),
+            (
+                json!({"p": {"secretKeyRef": {"name": "DB", "key": "k"}}}),
+                "p.secretKeyRef.name",
+            ),
+            (
+                json!({"p": {"secretKeyRef": {"name": "db", "key": "k/../x"}}}),
+                "p.secretKeyRef.key",
+            ),
+            (
+                json!({"p": {"secretKeyRef": {"name": "db", "key": 7}}}),
+                "p.secretKeyRef.key",
+            ),
+            (json!({"p": {"secretKeyRef": "db"}}), "p.secretKeyRef"),
+            (
+                json!({"p": {"secretKeyRef": {"name": "db", "key": "k"}, "other": 1}}),
+                "p.other",
+            ),
+            (
+                json!({"l": [0, {"secretKeyRef": {"name": "db"}}]}),
+                "l[1].secretKeyRef.key",
+            ),
         ];
-        for mut params in table {
-            let err = replace_secret_refs(&mut params).unwrap_err();
-            assert_eq!(err, SecretParamError::BadRef { path: "p".into() }, "{params}");
+        for (params, field) in table {
+            let err = replace_secret_refs(&mut params.clone()).unwrap_err();
+            assert!(
+                matches!(&err, SecretParamError::BadRef { path, .. } if path == field),
+                "{params}: {err}"
+            );
+            let found = malformed_refs(&params, "spec.params");
+            assert_eq!(found.len(), 1, "{params}");
+            assert_eq!(found[0].0, format!("spec.params.{field}"), "{params}");
         }
+        let two = json!({"a": {"secretKeyRef": {"name": "db"}}, "b": {"secretKeyRef": {"name": "x", "key": "k"}}, "c": {"secretKeyRef": {"key": "k"}}});
+        assert_eq!(malformed_refs(&two, "spec.params").len(), 2);
+        let namespaced = malformed_refs(
+            &json!({"p": {"secretKeyRef": {"name": "db", "key": "k", "namespace": "x"}}}),
+            "s",
+        );
+        assert!(namespaced[0].1.contains("own namespace"), "{namespaced:?}");
     }
 
     #[test]
