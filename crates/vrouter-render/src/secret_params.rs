@@ -201,6 +201,17 @@ fn check(value: &Value, path: &str, found: &mut Vec<(String, String)>) {
     }
 }
 
+/// `text` with each placeholder shown as `<secret name/key>`: for output
+/// read by a person (a diff), where the placeholder's syntax is noise.
+pub fn shown_masked(text: &str) -> Cow<'_, str> {
+    placeholder_regex().replace_all(text, "<secret $1/$2>")
+}
+
+/// Whether `value` is exactly what [`shown_masked`] makes of a placeholder.
+pub fn is_masked_ref(value: &str) -> bool {
+    value.starts_with("<secret ") && value.ends_with('>') && !value[8..value.len() - 1].contains(char::is_whitespace)
+}
+
 /// The references `text` holds, each once, sorted.
 pub fn referenced_secrets(text: &str) -> Vec<SecretKeyRef> {
     let mut refs: Vec<SecretKeyRef> = placeholder_regex()
