@@ -212,6 +212,37 @@ pub fn is_masked_ref(value: &str) -> bool {
     value.starts_with("<secret ") && value.ends_with('>') && !value[8..value.len() - 1].contains(char::is_whitespace)
 }
 
+/// `text` with every written form of each secret value (plain, base64,
+/// JSON-escaped, shell-quoted, config-quoted) replaced by `<secret
+/// name/key>`: for router output (an error, a check's excerpt) on its way
+/// to a status or an Event. Longer forms go first, so a quoted form is
+/// replaced whole rather than leaving its quotes around a replaced core.
+pub fn redact<'a>(text: &'a str, secrets: &[(SecretKeyRef, String)]) -> Cow<'a, str> {
+    use base64::Engine as _;
+    let mut forms: Vec<(String, String)> = Vec::new();
+    for (reference, value) in secrets.iter().filter(|(_, v)| !v.is_empty()) {
+        let shown = format!("<secret {}/{}>", reference.name, reference.key);
+        let json = serde_json::to_string(value).unwrap_or_default();
+        let candidates = [
+            Some(value.clone()),
+            Some(base64::engine::general_purpose::STANDARD.encode(value)),
+            Some(json.trim_matches('"').to_owned()),
+            command_word(value).ok().map(Cow::into_owned),
+            config_value(value).ok().map(Cow::into_owned),
+        ];
+        forms.extend(candidates.into_iter().flatten().map(|form| (form, shown.clone())));
+    }
+    forms.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
+    if !forms.iter().any(|(form, _)| text.contains(form.as_str())) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = text.to_owned();
+    for (form, shown) in forms {
+        out = out.replace(&form, &shown);
+    }
+    Cow::Owned(out)
+}
+
 /// The references `text` holds, each once, sorted.
 pub fn referenced_secrets(text: &str) -> Vec<SecretKeyRef> {
     let mut refs: Vec<SecretKeyRef> = placeholder_regex()
@@ -411,6 +442,36 @@ mod tests {
                 assert!(!err.contains(value), "{err}");
             }
         }
+    }
+
+    #[test]
+    fn every_written_form_of_a_value_is_redacted() {
+        use base64::Engine as _;
+        let value = "Pa$$ w0rd;\"x\\y";
+        let db = SecretKeyRef {
+            name: "db".into(),
+            key: "pw".into(),
+        };
+        let secrets = [(db, value.to_owned())];
+        let json = serde_json::to_string(value).unwrap();
+        let table = [
+            format!("Set failed: {value}"),
+            format!("output: {}", base64::engine::general_purpose::STANDARD.encode(value)),
+            format!("{{\"error\": {json}}}"),
+            format!("+ set a {}", command_word(value).unwrap()),
+            format!("    password {}", config_value(value).unwrap()),
+        ];
+        for text in table {
+            let redacted = redact(&text, &secrets);
+            assert!(redacted.contains("<secret db/pw>"), "{text} -> {redacted}");
+            assert!(!redacted.contains("w0rd"), "{text} -> {redacted}");
+        }
+        assert!(matches!(
+            redact("nothing here", &secrets),
+            Cow::Borrowed("nothing here")
+        ));
+        let empty = [(secrets[0].0.clone(), String::new())];
+        assert_eq!(redact("abc", &empty), "abc", "an empty value hides nothing");
     }
 
     #[test]

@@ -873,8 +873,11 @@ async fn finish(
     ctx: &ConfigContext,
     config: &VRouterConfig,
     current: &VRouterConfigStatus,
-    mut step: Step,
+    step: Step,
 ) -> Result<Action, Error> {
+    let namespace = config.namespace().unwrap_or_default();
+    let (text, commands) = (&config.spec.config, &config.spec.commands);
+    let mut step = super::secret_params::scrub(&ctx.client, &namespace, text, commands, step).await;
     step.status = summarised(step.status, config, None, Timestamp::now());
     if step.status.exec_pid == 0 && step.status.confirmation.is_none() {
         // No apply of this config runs (any more): its router is free.
