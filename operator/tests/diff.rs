@@ -333,3 +333,78 @@ fn the_router_side_ignores_layout_skips_commands_only_configs_and_masks_secrets(
         "{text}"
     );
 }
+
+/// A Secret's value, in the manifests given to `render` and `diff`, that
+/// must never be printed.
+const SECRET_VALUE: &str = "v4lue-of-the-secret";
+
+fn secret_param_manifests(ns: &str) -> Vec<Value> {
+    let mut binding = binding(ns, "192.0.2.1", "unused");
+    binding["spec"]["params"]["pw"] = json!({"secretKeyRef": {"name": "db", "key": "password"}});
+    binding["spec"]["params"]["note"] = json!({"secretKeyRef": {"name": "db", "key": "note"}});
+    let mut template = template(ns);
+    template["spec"]["commands"] = json!(
+        "set system login user vyos authentication plaintext-password {{ pw }}\nset system ntp server {{ ntp }}\nset interfaces ethernet eth0 description {{ note }}\n"
+    );
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": ns},
+        "stringData": {"password": SECRET_VALUE, "note": SECRET_VALUE}});
+    vec![secret, template, target(ns), binding]
+}
+
+fn assert_no_secret_value(output: &str) {
+    use base64::Engine as _;
+    for encoded in [
+        SECRET_VALUE.to_owned(),
+        base64::engine::general_purpose::STANDARD.encode(SECRET_VALUE),
+        "v4lue".to_owned(),
+    ] {
+        assert!(!output.contains(&encoded), "{encoded:?} printed: {output}");
+    }
+}
+
+#[tokio::test]
+async fn render_and_diff_show_secret_params_as_the_secret_they_name_never_a_value() {
+    let env = TestEnv::shared().await;
+    let ns = env.namespace("diff-secret-params").await;
+    let dir = tempfile::tempdir().unwrap();
+    write_manifests(dir.path(), &secret_param_manifests(ns.name()));
+    let binary = Path::new(env!("CARGO_BIN_EXE_vrouter-operator"));
+
+    // render: the configs hold the reference (they stay appliable), never the value.
+    for args in [&["render"][..], &["render", "--script"][..]] {
+        let out = Command::new(binary).args(args).arg(dir.path()).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("@vrouter-secret:db/password@"), "{stdout}");
+        assert_no_secret_value(&stdout);
+        assert_no_secret_value(&String::from_utf8_lossy(&out.stderr));
+    }
+
+    // diff: a config not in the cluster yet, shown whole, each secret
+    // param as the Secret key it names.
+    let out = run(binary, &["diff"], dir.path(), env.kubeconfig_path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_DIFFERS),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let changed = changed_lines(&stdout);
+    assert!(
+        changed.contains(&"+set system login user vyos authentication plaintext-password <secret db/password>"),
+        "{stdout}"
+    );
+    assert!(
+        changed.contains(&"+set interfaces ethernet eth0 description <secret db/note>"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("@vrouter-secret:"), "{stdout}");
+    assert_no_secret_value(&stdout);
+    assert_no_secret_value(&String::from_utf8_lossy(&out.stderr));
+}

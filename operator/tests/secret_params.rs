@@ -17,6 +17,7 @@ use kube::discovery::{Discovery, verbs};
 use serde_json::json;
 use vrouter_api::{Phase, VRouterBinding, VRouterConfig};
 use vrouter_operator::runtime::context::Settings;
+use vrouter_operator::runtime::metrics::ControllerLabels;
 
 use common::{create, site, wait_for};
 
@@ -159,4 +160,119 @@ async fn a_secret_param_reaches_the_router_and_no_object_event_or_log_line() {
     let log = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
     assert!(log.contains("dispatching apply"), "the operator's logs were captured");
     assert_nowhere(VALUE, "the operator's log", &log);
+}
+
+/// The config's apply script runs, from the dispatches the operator logged
+/// for `config` (its name is unique to one test).
+fn dispatches_logged(logs: &Mutex<Vec<u8>>, config: &str) -> usize {
+    let log = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+    log.lines()
+        .filter(|l| l.contains("dispatching apply") && l.contains(&format!("config={config} ")))
+        .count()
+}
+
+#[tokio::test]
+async fn rotating_the_secret_applies_the_new_value_once() {
+    let logs = captured_logs();
+    let site = site("secret-rotation", &["r1"], Settings::default()).await;
+    let ns = &site.ns;
+    let secrets = ns.api::<Secret>();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "vpn"},
+        "stringData": {"psk": "first-psk"},
+    }))
+    .unwrap();
+    secrets.create(&Default::default(), &secret).await.unwrap();
+    create::<vrouter_api::VRouterTemplate>(
+        ns,
+        json!({"metadata": {"name": "ipsec"}, "spec": {
+            "commands": "set vpn ipsec authentication psk peer secret {{ psk }}\n",
+        }}),
+    )
+    .await;
+    create::<VRouterBinding>(
+        ns,
+        json!({"metadata": {"name": "rotor"}, "spec": {
+            "templateRefs": [{"name": "ipsec"}],
+            "params": {"psk": {"secretKeyRef": {"name": "vpn", "key": "psk"}}},
+            "targetRefs": [{"name": "r1"}],
+        }}),
+    )
+    .await;
+    let configs = ns.api::<VRouterConfig>();
+    let applied_with = |apply_id: Option<String>| {
+        let configs = configs.clone();
+        async move {
+            let config = configs.get_opt("rotor.r1").await.ok()??;
+            let status = config.status.clone()?;
+            assert_ne!(status.phase, Phase::Failed, "{}", status.message);
+            (status.phase == Phase::Applied && Some(&status.apply_id) != apply_id.as_ref()).then_some(config)
+        }
+    };
+    let first = wait_for("rotor.r1 applied", Duration::from_secs(60), || applied_with(None)).await;
+    let first_status = first.status.clone().unwrap();
+    let rv = secrets.get("vpn").await.unwrap().metadata.resource_version.unwrap();
+    assert_eq!(first_status.secrets_version, format!("vpn={rv}"));
+    let generation = first.metadata.generation;
+
+    // Rotate: the value changes, the config's spec does not.
+    secrets
+        .patch(
+            "vpn",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"stringData": {"psk": "second-psk"}})),
+        )
+        .await
+        .unwrap();
+    let second = wait_for("rotor.r1 applied again", Duration::from_secs(60), || {
+        applied_with(Some(first_status.apply_id.clone()))
+    })
+    .await;
+    assert_eq!(
+        second.metadata.generation, generation,
+        "a rotation is not a spec change"
+    );
+    let rv = secrets.get("vpn").await.unwrap().metadata.resource_version.unwrap();
+    assert_eq!(second.status.as_ref().unwrap().secrets_version, format!("vpn={rv}"));
+
+    // Wake the config once more without a rotation: nothing is due.
+    let reconciles = || {
+        site.ctx
+            .metrics
+            .reconciles
+            .get_or_create(&ControllerLabels {
+                controller: vrouter_operator::controllers::vrouter_config::CONTROLLER,
+            })
+            .get()
+    };
+    let before_poke = reconciles();
+    configs
+        .patch(
+            "rotor.r1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {"test/poke": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let sandbox = &site.routers["r1"].sandbox;
+    wait_for("the poke reconciled", Duration::from_secs(30), || async {
+        (reconciles() > before_poke).then_some(())
+    })
+    .await;
+    let calls = sandbox.calls();
+    let psk_sets: Vec<&String> = calls.iter().filter(|c| c.starts_with("set vpn ipsec")).collect();
+    assert_eq!(
+        psk_sets,
+        [
+            "set vpn ipsec authentication psk peer secret first-psk",
+            "set vpn ipsec authentication psk peer secret second-psk"
+        ],
+        "one apply per value"
+    );
+    let commits = calls
+        .iter()
+        .filter(|c| vrouter_test_peers::guest::is_commit_call(c))
+        .count();
+    assert_eq!(commits, 2, "{calls:?}");
+    assert_eq!(dispatches_logged(&logs, "rotor.r1"), 2);
 }

@@ -963,3 +963,30 @@ async fn an_unfilled_target_cache_asks_the_api_server_and_fails_closed() {
         assert_mentions(&message, &[says]);
     }
 }
+
+#[tokio::test]
+async fn a_malformed_secret_param_is_refused_naming_its_field_in_every_params_layer() {
+    let ns = setup("wh-secret-params").await;
+    create::<VRouterTemplate>(&ns, template("tpl")).await.unwrap();
+    let params = json!({
+        "pw": {"secretKeyRef": {"name": "db", "key": "pw", "namespace": "kube-system"}},
+        "nested": {"token": {"secretKeyRef": {"name": "API", "key": "t"}}},
+    });
+    let expected = [
+        "spec.params.pw.secretKeyRef.namespace: a secret param names a Secret of its object's own namespace only",
+        "spec.params.nested.token.secretKeyRef.name: must be a Secret name",
+    ];
+    let message = denied::<VRouterParams>(&ns, json!({"metadata": {"name": "p"}, "spec": {"params": params}})).await;
+    assert_mentions(&message, &expected);
+    let mut t = target("t");
+    t["spec"]["params"] = params.clone();
+    assert_mentions(&denied::<VRouterTarget>(&ns, t).await, &expected);
+    create::<VRouterTarget>(&ns, target("t")).await.unwrap();
+    let binding = |params: Value| json!({"metadata": {"name": "b"}, "spec": {"templateRefs": [{"name": "tpl"}], "targetRefs": [{"name": "t"}], "params": params}});
+    assert_mentions(&denied::<VRouterBinding>(&ns, binding(params)).await, &expected);
+    let good = json!({"pw": {"secretKeyRef": {"name": "db", "key": "pw"}}});
+    create::<VRouterBinding>(&ns, binding(good.clone())).await.unwrap();
+    create::<VRouterParams>(&ns, json!({"metadata": {"name": "p"}, "spec": {"params": good}}))
+        .await
+        .unwrap();
+}

@@ -208,7 +208,7 @@ mod tests {
         let err = render_configs(&bad, &[template], &[], &[target])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("param pw: secretKeyRef must be"), "{err}");
+        assert!(err.contains("param pw.secretKeyRef.key: must be a Secret key"), "{err}");
     }
 
     #[test]

@@ -195,6 +195,13 @@ pub struct VRouterConfigStatus {
     /// confirmed or its rollback is verified.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<ConfirmationStatus>,
+    /// The Secrets the config's secret params name, each with the
+    /// resourceVersion the last dispatch saw (`name=version`, sorted; `-`
+    /// for one that did not exist). When a named Secret changes the stamp
+    /// differs, and the config is applied again with the new value. Never a
+    /// value or a hash of one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub secrets_version: String,
 }
 
 /// Where a confirmed apply stands between its dispatch and its end.

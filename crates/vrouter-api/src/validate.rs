@@ -117,6 +117,7 @@ fn namespace_of(meta: &ObjectMeta) -> &str {
 /// present and complete; a block of another provider is only a warning.
 pub fn target(t: &VRouterTarget) -> Findings {
     let mut f = Findings::default();
+    check_secret_params(&mut f, &t.spec.params);
     let ns = namespace_of(&t.metadata);
     let p = &t.spec.provider;
     match p.selected() {
@@ -287,6 +288,7 @@ pub fn binding(b: &VRouterBinding) -> Findings {
     let ns = namespace_of(&b.metadata);
     let spec = &b.spec;
     check_targets(&mut f, spec);
+    check_secret_params(&mut f, &spec.params);
     if spec.template_ref.is_none() && spec.template_refs.is_empty() {
         f.deny(
             "spec.templateRefs",
@@ -347,6 +349,23 @@ pub fn binding(b: &VRouterBinding) -> Findings {
         }
     }
     f
+}
+
+/// The rules of a VRouterParams: the block is schemaless, but each secret
+/// param in it must be a well-formed `secretKeyRef`.
+pub fn params(p: &crate::VRouterParams) -> Findings {
+    let mut f = Findings::default();
+    check_secret_params(&mut f, &p.spec.params);
+    f
+}
+
+/// Each malformed `secretKeyRef` in a params layer, denied naming its field.
+fn check_secret_params(f: &mut Findings, params: &Option<serde_json::Value>) {
+    if let Some(params) = params {
+        for (field, reason) in vrouter_render::secret_params::malformed_refs(params, "spec.params") {
+            f.deny(field, reason);
+        }
+    }
 }
 
 /// Mode Waves: a `waves` block whose sizes cut a fleet into waves.
@@ -482,7 +501,8 @@ pub fn manifest(object: &Manifest, templates: &TemplateEngine) -> Findings {
         Manifest::Config(c) => config(c),
         Manifest::ProxmoxCluster(p) => proxmox_cluster(p),
         Manifest::Status(s) => status(s),
-        Manifest::Params(_) | Manifest::Other(_) => Findings::default(),
+        Manifest::Params(p) => params(p),
+        Manifest::Other(_) => Findings::default(),
     }
 }
 

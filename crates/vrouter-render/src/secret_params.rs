@@ -35,9 +35,10 @@ pub enum SecretContext {
 /// Why a secret param could not be rendered or resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretParamError {
-    /// `secretKeyRef` must hold exactly a `name` and a `key`, both valid.
-    #[error("param {path}: secretKeyRef must be {{name, key}} with a Secret name and a key of [-._a-zA-Z0-9]")]
-    BadRef { path: String },
+    /// `secretKeyRef` must hold exactly a `name` and a `key`, both valid;
+    /// `path` names the field at fault.
+    #[error("param {path}: {reason}")]
+    BadRef { path: String, reason: String },
     /// The Secret or its key is not there.
     #[error("secret param: Secret {name:?} has no key {key:?} (or does not exist in this namespace)")]
     Missing { name: String, key: String },
@@ -124,26 +125,122 @@ fn walk(value: &mut Value, path: &str, found: &mut Vec<SecretKeyRef>) -> Result<
 }
 
 fn parse_ref(map: &serde_json::Map<String, Value>, path: &str) -> Result<SecretKeyRef, SecretParamError> {
-    let bad = || SecretParamError::BadRef {
-        path: path.trim_start_matches('.').to_owned(),
-    };
-    if map.len() != 1 {
-        return Err(bad());
+    ref_of(map).map_err(|(field, reason)| SecretParamError::BadRef {
+        path: format!("{path}{field}").trim_start_matches('.').to_owned(),
+        reason,
+    })
+}
+
+/// The reference a `{"secretKeyRef": …}` object holds, or the field at
+/// fault (a suffix of the param's path) and why. No field names a
+/// namespace: a Secret is always read from the object's own namespace.
+fn ref_of(map: &serde_json::Map<String, Value>) -> Result<SecretKeyRef, (String, String)> {
+    if let Some(other) = map.keys().find(|k| *k != "secretKeyRef") {
+        return Err((
+            format!(".{other}"),
+            "a secret param holds secretKeyRef alone".to_owned(),
+        ));
     }
     let Some(Value::Object(inner)) = map.get("secretKeyRef") else {
-        return Err(bad());
+        return Err((".secretKeyRef".to_owned(), "must be an object {name, key}".to_owned()));
     };
-    let (Some(Value::String(name)), Some(Value::String(key)), 2) = (inner.get("name"), inner.get("key"), inner.len())
-    else {
-        return Err(bad());
-    };
-    if !valid_name(name) || !valid_key(key) {
-        return Err(bad());
+    if let Some(other) = inner.keys().find(|k| !["name", "key"].contains(&k.as_str())) {
+        let why = match other.as_str() {
+            "namespace" => {
+                "a secret param names a Secret of its object's own namespace only; no namespace can be given"
+            }
+            _ => "unknown field: secretKeyRef holds name and key only",
+        };
+        return Err((format!(".secretKeyRef.{other}"), why.to_owned()));
     }
+    let name = match inner.get("name") {
+        Some(Value::String(name)) if valid_name(name) => name,
+        _ => {
+            return Err((
+                ".secretKeyRef.name".to_owned(),
+                "must be a Secret name (lowercase letters, digits, '-' and '.', at most 253)".to_owned(),
+            ));
+        }
+    };
+    let key = match inner.get("key") {
+        Some(Value::String(key)) if valid_key(key) => key,
+        _ => {
+            return Err((
+                ".secretKeyRef.key".to_owned(),
+                "must be a Secret key (letters, digits, '-', '_' and '.', at most 253)".to_owned(),
+            ));
+        }
+    };
     Ok(SecretKeyRef {
         name: name.clone(),
         key: key.clone(),
     })
+}
+
+/// Every malformed `secretKeyRef` in `params` (not only the first), as
+/// (field path under `base`, reason): for admission, which names each.
+pub fn malformed_refs(params: &Value, base: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    check(params, base, &mut found);
+    found
+}
+
+fn check(value: &Value, path: &str, found: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) if map.contains_key("secretKeyRef") => {
+            if let Err((field, reason)) = ref_of(map) {
+                found.push((format!("{path}{field}"), reason));
+            }
+        }
+        Value::Object(map) => map.iter().for_each(|(k, v)| check(v, &format!("{path}.{k}"), found)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .for_each(|(i, v)| check(v, &format!("{path}[{i}]"), found)),
+        _ => {}
+    }
+}
+
+/// `text` with each placeholder shown as `<secret name/key>`: for output
+/// read by a person (a diff), where the placeholder's syntax is noise.
+pub fn shown_masked(text: &str) -> Cow<'_, str> {
+    placeholder_regex().replace_all(text, "<secret $1/$2>")
+}
+
+/// Whether `value` is exactly what [`shown_masked`] makes of a placeholder.
+pub fn is_masked_ref(value: &str) -> bool {
+    value.starts_with("<secret ") && value.ends_with('>') && !value[8..value.len() - 1].contains(char::is_whitespace)
+}
+
+/// `text` with every written form of each secret value (plain, base64,
+/// JSON-escaped, shell-quoted, config-quoted) replaced by `<secret
+/// name/key>`: for router output (an error, a check's excerpt) on its way
+/// to a status or an Event. Longer forms go first, so a quoted form is
+/// replaced whole rather than leaving its quotes around a replaced core.
+pub fn redact<'a>(text: &'a str, secrets: &[(SecretKeyRef, String)]) -> Cow<'a, str> {
+    use base64::Engine as _;
+    let mut forms: Vec<(String, String)> = Vec::new();
+    for (reference, value) in secrets.iter().filter(|(_, v)| !v.is_empty()) {
+        let shown = format!("<secret {}/{}>", reference.name, reference.key);
+        let json = serde_json::to_string(value).unwrap_or_default();
+        let candidates = [
+            Some(value.clone()),
+            Some(base64::engine::general_purpose::STANDARD.encode(value)),
+            Some(json.trim_matches('"').to_owned()),
+            command_word(value).ok().map(Cow::into_owned),
+            config_value(value).ok().map(Cow::into_owned),
+        ];
+        forms.extend(candidates.into_iter().flatten().map(|form| (form, shown.clone())));
+    }
+    forms.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
+    if !forms.iter().any(|(form, _)| text.contains(form.as_str())) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = text.to_owned();
+    for (form, shown) in forms {
+        out = out.replace(&form, &shown);
+    }
+    Cow::Owned(out)
 }
 
 /// The references `text` holds, each once, sorted.
@@ -259,18 +356,57 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_ref_is_refused_naming_its_path() {
+    fn a_malformed_ref_is_refused_naming_its_field() {
         let table = [
-            json!({"p": {"secretKeyRef": {"name": "db"}}}),
-            json!({"p": {"secretKeyRef": {"name": "db", "key": "k", "extra": 1}}}),
-            json!({"p": {"secretKeyRef": {"name": "DB", "key": "k"}}}),
-            json!({"p": {"secretKeyRef": {"name": "db", "key": "k/../x"}}}),
-            json!({"p": {"secretKeyRef": "db", "other": 1}}),
+            (json!({"p": {"secretKeyRef": {"name": "db"}}}), "p.secretKeyRef.key"),
+            (json!({"p": {"secretKeyRef": {"key": "k"}}}), "p.secretKeyRef.name"),
+            (
+                json!({"p": {"secretKeyRef": {"name": "db", "key": "k", "extra": 1}}}),
+                "p.secretKeyRef.extra",
+            ),
+            (
+                json!({"p": {"secretKeyRef": {"name": "db", "key": "k", "namespace": "kube-system"}}}),
+                "p.secretKeyRef.namespace",
+            ),
+            (
+                json!({"p": {"secretKeyRef": {"name": "DB", "key": "k"}}}),
+                "p.secretKeyRef.name",
+            ),
+            (
+                json!({"p": {"secretKeyRef": {"name": "db", "key": "k/../x"}}}),
+                "p.secretKeyRef.key",
+            ),
+            (
+                json!({"p": {"secretKeyRef": {"name": "db", "key": 7}}}),
+                "p.secretKeyRef.key",
+            ),
+            (json!({"p": {"secretKeyRef": "db"}}), "p.secretKeyRef"),
+            (
+                json!({"p": {"secretKeyRef": {"name": "db", "key": "k"}, "other": 1}}),
+                "p.other",
+            ),
+            (
+                json!({"l": [0, {"secretKeyRef": {"name": "db"}}]}),
+                "l[1].secretKeyRef.key",
+            ),
         ];
-        for mut params in table {
-            let err = replace_secret_refs(&mut params).unwrap_err();
-            assert_eq!(err, SecretParamError::BadRef { path: "p".into() }, "{params}");
+        for (params, field) in table {
+            let err = replace_secret_refs(&mut params.clone()).unwrap_err();
+            assert!(
+                matches!(&err, SecretParamError::BadRef { path, .. } if path == field),
+                "{params}: {err}"
+            );
+            let found = malformed_refs(&params, "spec.params");
+            assert_eq!(found.len(), 1, "{params}");
+            assert_eq!(found[0].0, format!("spec.params.{field}"), "{params}");
         }
+        let two = json!({"a": {"secretKeyRef": {"name": "db"}}, "b": {"secretKeyRef": {"name": "x", "key": "k"}}, "c": {"secretKeyRef": {"key": "k"}}});
+        assert_eq!(malformed_refs(&two, "spec.params").len(), 2);
+        let namespaced = malformed_refs(
+            &json!({"p": {"secretKeyRef": {"name": "db", "key": "k", "namespace": "x"}}}),
+            "s",
+        );
+        assert!(namespaced[0].1.contains("own namespace"), "{namespaced:?}");
     }
 
     #[test]
@@ -306,6 +442,36 @@ mod tests {
                 assert!(!err.contains(value), "{err}");
             }
         }
+    }
+
+    #[test]
+    fn every_written_form_of_a_value_is_redacted() {
+        use base64::Engine as _;
+        let value = "Pa$$ w0rd;\"x\\y";
+        let db = SecretKeyRef {
+            name: "db".into(),
+            key: "pw".into(),
+        };
+        let secrets = [(db, value.to_owned())];
+        let json = serde_json::to_string(value).unwrap();
+        let table = [
+            format!("Set failed: {value}"),
+            format!("output: {}", base64::engine::general_purpose::STANDARD.encode(value)),
+            format!("{{\"error\": {json}}}"),
+            format!("+ set a {}", command_word(value).unwrap()),
+            format!("    password {}", config_value(value).unwrap()),
+        ];
+        for text in table {
+            let redacted = redact(&text, &secrets);
+            assert!(redacted.contains("<secret db/pw>"), "{text} -> {redacted}");
+            assert!(!redacted.contains("w0rd"), "{text} -> {redacted}");
+        }
+        assert!(matches!(
+            redact("nothing here", &secrets),
+            Cow::Borrowed("nothing here")
+        ));
+        let empty = [(secrets[0].0.clone(), String::new())];
+        assert_eq!(redact("abc", &empty), "abc", "an empty value hides nothing");
     }
 
     #[test]

@@ -53,12 +53,16 @@ impl SecretMasker {
     }
 
     fn mask_line(&mut self, line: &str) -> String {
+        // A secret param's placeholder names a Secret key, not a value:
+        // shown as `<secret name/key>` wherever it stands, so a diff says
+        // which Secret moves in, and a secret node holding one keeps it.
+        let line = &crate::secret_params::shown_masked(line);
         let Some(start) = secret_value_start(line) else {
-            return line.to_owned();
+            return line.to_string();
         };
         let value = line[start..].trim_end();
-        if value.is_empty() {
-            return line.to_owned();
+        if value.is_empty() || crate::secret_params::is_masked_ref(value) {
+            return line.to_string();
         }
         let next = self.seen.len() + 1;
         let n = *self.seen.entry(value.to_owned()).or_insert(next);
@@ -128,5 +132,24 @@ mod tests {
         assert_eq!(same, "  password <masked#1>\n");
         assert_eq!(new, "  password <masked#2>\n");
         assert!(!format!("{old}{same}{new}").contains("one"));
+    }
+
+    #[test]
+    fn secret_param_placeholders_show_as_the_secret_they_name() {
+        let mut masker = SecretMasker::new();
+        let cases = [
+            (
+                "set system login user vyos authentication plaintext-password @vrouter-secret:db/pw@\n",
+                "set system login user vyos authentication plaintext-password <secret db/pw>\n",
+            ),
+            (
+                "set interfaces ethernet eth0 description @vrouter-secret:meta/desc.txt@\n",
+                "set interfaces ethernet eth0 description <secret meta/desc.txt>\n",
+            ),
+            ("    password @vrouter-secret:db/pw@\n", "    password <secret db/pw>\n"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(masker.mask(input), expected, "{input:?}");
+        }
     }
 }

@@ -100,6 +100,8 @@ pub enum DispatchReason {
     Reboot,
     /// Drift repair or a lost exec put the config back to Pending.
     Pending,
+    /// A Secret its secret params name changed since the last dispatch.
+    SecretRotated,
 }
 
 fn std_to_signed(d: Duration) -> SignedDuration {

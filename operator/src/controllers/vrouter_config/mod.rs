@@ -10,6 +10,7 @@ mod history;
 mod reconcile;
 pub mod recover;
 mod secret_params;
+pub mod secret_rotation;
 pub mod status_sweep;
 
 use std::sync::Arc;
@@ -52,6 +53,8 @@ pub struct ConfigOwn {
     router_locks: RouterLocks,
     /// Applied configs whose VRouterStatus is still to be created.
     status_objects_due: StatusObjectsDue,
+    /// The Secrets' resourceVersions, for rotation (see [`secret_rotation`]).
+    secrets: secret_rotation::SecretVersions,
 }
 
 /// Runs the VRouterConfig controller until `shutdown`. Every change of a
@@ -74,6 +77,12 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
     let by_target = configs.clone();
     let controller = controller.watches_stream(target_events, move |target| {
         configs_of_targets(by_target.state().iter().map(|c| &**c), [&target])
+    });
+    // A Secret that changed concerns the configs naming it.
+    let (secrets, secret_events) = secret_rotation::watch(scope);
+    let by_secret = configs.clone();
+    let controller = controller.watches_stream(secret_events, move |secret| {
+        secret_rotation::configs_naming(by_secret.state().iter(), &secret)
     });
     let recently_ready = ctx.recently_ready.clone();
     let controller = match vrouter_target::vmi_resource(&scope.client).await {
@@ -110,6 +119,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
             own_writes,
             router_locks: RouterLocks::default(),
             status_objects_due: StatusObjectsDue::default(),
+            secrets,
         },
     ));
     // Every Applied config has its VRouterStatus, however it became Applied.

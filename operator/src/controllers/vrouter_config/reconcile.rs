@@ -20,8 +20,9 @@ use vrouter_providers::{ApplyId, ApplyRecord, ExecHandle, ExecStatus, Provider, 
 
 use super::ConfigContext;
 use super::confirm::{self, Checked, Stage};
-use super::decide::{self, Clock, Next, Poll, Step};
+use super::decide::{self, Clock, DispatchReason, Next, Poll, Step};
 use super::recover::{self, Asked, Recovery, RouterSays};
+use super::secret_rotation;
 use crate::runtime::conditions::TargetProblem;
 use crate::runtime::context::Context;
 use crate::runtime::crash_point::{self, CrashPoint};
@@ -189,6 +190,8 @@ struct Apply<'a> {
     holder: String,
     /// The VM the target names, once the target is read.
     vm: Option<Vm>,
+    /// The named Secrets' versions now (`status.secretsVersion`'s form).
+    secrets_stamp: String,
 }
 
 impl<'a> Apply<'a> {
@@ -205,12 +208,14 @@ impl<'a> Apply<'a> {
             name: config.name_any(),
             holder: holder(config),
             vm: None,
+            secrets_stamp: String::new(),
         }
     }
 
     /// Target, provider, router state, then the one step that follows:
     /// poll the apply in flight, dispatch a new one, or nothing.
     async fn step(mut self) -> Result<Action, Error> {
+        self.secrets_stamp = secret_rotation::current_stamp(&self.ctx.own.secrets, self.config).await;
         let namespace = &self.router.namespace;
         let target_ref = &self.config.spec.target_ref;
         if target_ref.crosses_namespace(namespace) {
@@ -253,7 +258,7 @@ impl<'a> Apply<'a> {
         // agent. (The VM run's start is asked only before a dispatch.)
         let known_boot = decide::latest_boot(&self.status, self.confirmed(), last_reboot.as_ref(), None);
         if self.status.exec_pid == 0
-            && decide::dispatch_reason(&self.status, generation, known_boot.as_ref()).is_some()
+            && self.due(generation, known_boot.as_ref()).is_some()
             && let Some(other) = self.router_busy_with().await
         {
             return self.wait_for_router(&other).await;
@@ -427,7 +432,7 @@ impl<'a> Apply<'a> {
         };
         let last_reboot = decide::latest_boot(status, self.confirmed(), target_last_reboot, started);
         let last_reboot = last_reboot.as_ref();
-        let Some(reason) = decide::dispatch_reason(status, generation, last_reboot) else {
+        let Some(reason) = self.due(generation, last_reboot) else {
             return self.nothing_due().await;
         };
         // Every return before the hold is handed over releases it.
@@ -501,6 +506,23 @@ impl<'a> Apply<'a> {
         }
     }
 
+    /// Why an apply is due, if one is: a new generation, a reboot, a
+    /// config put back to Pending, or a Secret it names that changed.
+    fn due(&self, generation: i64, last_reboot: Option<&Time>) -> Option<DispatchReason> {
+        decide::dispatch_reason(&self.status, generation, last_reboot).or_else(|| {
+            secret_rotation::rotation_due(&self.status, &self.secrets_stamp).then_some(DispatchReason::SecretRotated)
+        })
+    }
+
+    /// The status of a dispatch about to start, recording the Secrets'
+    /// versions it was decided from (so one change makes one apply).
+    fn before_dispatch(&self, generation: i64) -> VRouterConfigStatus {
+        let fresh_id = ApplyId::fresh(generation);
+        let mut before = decide::before_dispatch(&self.status, generation, self.clock, fresh_id.as_str());
+        before.secrets_version = self.secrets_stamp.clone();
+        before
+    }
+
     /// With no apply due: a config settled before its kind had the kstatus
     /// conditions gets them once (after that this writes nothing), and a
     /// VRouterStatus still owed is created.
@@ -529,8 +551,7 @@ impl<'a> Apply<'a> {
         generation: i64,
         last_reboot: Option<&Time>,
     ) -> Result<(VRouterConfig, VRouterConfigStatus), Error> {
-        let fresh_id = ApplyId::fresh(generation);
-        let before = decide::before_dispatch(&self.status, generation, self.clock, fresh_id.as_str());
+        let before = self.before_dispatch(generation);
         let before = summarised(
             decide::handling_reboot(before, last_reboot),
             self.config,
@@ -658,8 +679,7 @@ impl<'a> Apply<'a> {
             ConfirmRefusal::Permanent(why) => (why, true),
             ConfirmRefusal::Transient(why) => (why, false),
         };
-        let fresh_id = ApplyId::fresh(generation);
-        let before = decide::before_dispatch(&self.status, generation, self.clock, fresh_id.as_str());
+        let before = self.before_dispatch(generation);
         let step = decide::on_dispatch_failed(&before, generation, self.clock, &why, permanent, last_reboot);
         self.finish(step).await
     }
@@ -909,8 +929,11 @@ async fn finish(
     ctx: &ConfigContext,
     config: &VRouterConfig,
     current: &VRouterConfigStatus,
-    mut step: Step,
+    step: Step,
 ) -> Result<Action, Error> {
+    let namespace = config.namespace().unwrap_or_default();
+    let (text, commands) = (&config.spec.config, &config.spec.commands);
+    let mut step = super::secret_params::scrub(&ctx.client, &namespace, text, commands, step).await;
     step.status = summarised(step.status, config, None, Timestamp::now());
     record_revision(ctx, config, current, &step.status).await;
     if step.status.exec_pid == 0 && step.status.confirmation.is_none() {

@@ -44,7 +44,8 @@ impl Admission {
             "VRouterStatus" => Manifest::Status(typed(object)?),
             "ProxmoxCluster" => Manifest::ProxmoxCluster(typed(object)?),
             "VRouterTemplate" => Manifest::Template(typed(object)?),
-            // VRouterParams: a schemaless block has nothing to check on write.
+            // Schemaless but for its secret params.
+            "VRouterParams" => Manifest::Params(typed(object)?),
             _ => return Ok(Findings::default()),
         };
         let templates = self.templates.clone();
