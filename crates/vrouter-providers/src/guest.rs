@@ -442,10 +442,11 @@ pub(crate) async fn check_ready_reading_running(
         });
     };
     let flavor = judge_substate(flavor, substate)?;
-    let running = ExecOutcome {
-        stdout: running.to_owned(),
-        ..outcome
-    };
+    // The running config is the end of the output: what comes before it is
+    // removed in place, so a large config is never held twice.
+    let skip = outcome.stdout.len() - running.len();
+    let mut running = outcome;
+    running.stdout.drain(..skip);
     Ok((flavor, output_of(&paths.running_config, running)))
 }
 

@@ -8,6 +8,7 @@ mod guest;
 pub mod kept_providers;
 pub mod kubevirt;
 pub mod lookup_cache;
+pub mod memory_budget;
 pub mod off_runtime;
 mod outcome;
 mod provider;

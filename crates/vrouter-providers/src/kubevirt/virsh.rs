@@ -28,6 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use vrouter_qga::{AgentError, CallFuture, Command, QgaError, Reply, Transport, TransportError};
 
 use crate::error::{KubeAccess, ProviderError};
+use crate::memory_budget::{LARGE_ANSWERS, Lease};
 
 /// The container of a virt-launcher pod that has `virsh` and the domain.
 pub const COMPUTE_CONTAINER: &str = "compute";
@@ -59,27 +60,53 @@ pub const MAX_VIRSH_STDOUT_BYTES: usize = 16 * 1024 * 1024;
 /// and what is kept of them goes into a status message.
 pub const MAX_VIRSH_STDERR_BYTES: usize = 64 * 1024;
 
+/// A stdout longer than this is large and reserves its cost from the
+/// process's budget of large answers ([`crate::memory_budget`]) before it
+/// is read further (2 MiB: an answer to one `guest-file-read` of
+/// `vrouter_qga`'s read chunk, 1 MiB as base64, stays under it).
+pub const LARGE_STDOUT_BYTES: usize = 2 * 1024 * 1024;
+
+/// What reading a stdout of `len` bytes may cost at once: the bytes and
+/// the JSON value parsed from them (its strings no longer than their JSON).
+pub const fn stdout_cost(len: usize) -> usize {
+    len.saturating_mul(2)
+}
+
 /// Reads `stream` to its end, refusing it as soon as it holds more than
-/// `limit` bytes: only `limit + 1` bytes are ever held.
+/// `limit` bytes: only `limit + 1` bytes are ever held. Past `large` bytes
+/// it leases `cost(limit)` of the budget before reading on, given back
+/// down to `cost` of its length once whole; the lease comes back with the
+/// bytes, to be dropped with what is made of them.
 async fn read_capped(
     stream: impl tokio::io::AsyncRead + Unpin,
     which: &str,
     limit: usize,
-) -> Result<Vec<u8>, TransportError> {
+    large: usize,
+) -> Result<(Vec<u8>, Option<Lease<'static>>), TransportError> {
+    let mut stream = stream.take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1));
     let mut out = Vec::new();
-    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    stream
-        .take(cap)
-        .read_to_end(&mut out)
-        .await
-        .map_err(TransportError::Io)?;
+    let mut lease = None;
+    loop {
+        if lease.is_none() && out.len() > large {
+            lease = Some(LARGE_ANSWERS.reserve(stdout_cost(limit)).await);
+            // Sized once for the rest: no doubling past the cap.
+            out.reserve_exact(limit + 1 - out.len());
+        }
+        if stream.read_buf(&mut out).await.map_err(TransportError::Io)? == 0 {
+            break;
+        }
+    }
     if out.len() > limit {
         return Err(TransportError::backend(
             format!("virsh printed more than {limit} bytes on {which}; refusing the rest"),
             None,
         ));
     }
-    Ok(out)
+    if let Some(lease) = lease.as_mut() {
+        out.shrink_to_fit();
+        lease.shrink_to(stdout_cost(out.len()));
+    }
+    Ok((out, lease))
 }
 
 /// libvirt's domain name for a KubeVirt VMI.
@@ -294,9 +321,11 @@ impl VirshTransport {
         let sent_and_status = async { Ok::<_, TransportError>(tokio::join!(stdin.write_all(&line), status)) };
         let ((sent, status), out, err) = tokio::try_join!(
             sent_and_status,
-            read_capped(stdout, "stdout", MAX_VIRSH_STDOUT_BYTES),
-            read_capped(stderr, "stderr", MAX_VIRSH_STDERR_BYTES),
+            read_capped(stdout, "stdout", MAX_VIRSH_STDOUT_BYTES, LARGE_STDOUT_BYTES),
+            read_capped(stderr, "stderr", MAX_VIRSH_STDERR_BYTES, usize::MAX),
         )?;
+        // Held until the reply is made from the output.
+        let ((out, _lease), (err, _)) = (out, err);
         drop(stdin);
         let status = status.ok_or_else(|| {
             TransportError::backend(format!("exec into pod {} ended without an exit status", self.pod), None)
@@ -403,15 +432,30 @@ mod tests {
         let cases: [(usize, usize, bool); 4] = [(0, 4, true), (3, 4, true), (4, 4, true), (5, 4, false)];
         for (len, limit, fits) in cases {
             let bytes = vec![b'x'; len];
-            let read = read_capped(&bytes[..], "stdout", limit).await;
+            let read = read_capped(&bytes[..], "stdout", limit, usize::MAX).await;
             match read {
-                Ok(out) => assert!(fits && out == bytes, "{len} of {limit}"),
+                Ok((out, lease)) => assert!(fits && out == bytes && lease.is_none(), "{len} of {limit}"),
                 Err(e) => assert!(
                     !fits && e.to_string().contains(&format!("more than {limit} bytes on stdout")),
                     "{len} of {limit}: {e}"
                 ),
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_large_output_comes_with_a_lease_of_its_cost() {
+        use crate::memory_budget::{MIB, weight_mib};
+        let bytes = vec![b'x'; 3 * MIB + 1];
+        let (out, lease) = read_capped(&bytes[..], "stdout", 8 * MIB, MIB).await.unwrap();
+        assert_eq!(out, bytes);
+        let lease = lease.expect("an output past the large threshold is leased");
+        assert_eq!(
+            lease.mib(),
+            weight_mib(stdout_cost(bytes.len()), LARGE_ANSWERS.total_mib())
+        );
+        let small = read_capped(&bytes[..MIB], "stdout", 8 * MIB, MIB).await.unwrap();
+        assert!(small.1.is_none(), "an output under the threshold never waits");
     }
 
     #[test]

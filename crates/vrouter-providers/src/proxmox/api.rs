@@ -107,7 +107,11 @@ pub(crate) const MAX_OUTPUT_TEXT_BYTES: usize = vrouter_qga::constants::MAX_READ
 /// text is taken as already-decoded UTF-8.
 pub fn latin1_to_bytes(s: &str) -> Vec<u8> {
     if s.chars().all(|c| u32::from(c) <= 0xff) {
-        s.chars().map(|c| u32::from(c) as u8).collect()
+        // Sized once: growing by doubling would hold the old and the new
+        // buffer at once, up to three times the bytes.
+        let mut bytes = Vec::with_capacity(s.chars().count());
+        bytes.extend(s.chars().map(|c| u32::from(c) as u8));
+        bytes
     } else {
         s.as_bytes().to_vec()
     }

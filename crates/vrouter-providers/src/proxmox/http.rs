@@ -208,7 +208,7 @@ pub(crate) struct Answer {
     pub reason: String,
     pub body: Bytes,
     /// Held while a large answer is in memory ([`super::large_answers`]).
-    pub _large: Option<tokio::sync::SemaphorePermit<'static>>,
+    pub _large: Option<crate::memory_budget::Lease<'static>>,
 }
 
 pub(crate) struct Client {
@@ -348,19 +348,25 @@ impl Client {
             if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES) {
                 return Err(Failure::TooLarge);
             }
+            // A large answer reserves what its reading costs before its body
+            // is held: its declared length's cost, or the cap's while its
+            // length is unknown, given back down to its length's once whole.
             let mut large = None;
-            if declared.is_some_and(|n| n > LARGE_ANSWER_BYTES) {
-                large = Some(large_answers::admit().await);
+            if let Some(n) = declared.filter(|&n| n > LARGE_ANSWER_BYTES) {
+                large = Some(large_answers::admit(n).await);
             }
-            let mut body = BytesMut::with_capacity(declared.unwrap_or(0));
+            let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(MAX_RESPONSE_BYTES));
             while let Some(chunk) = response.chunk().await.map_err(Failure::Body)? {
                 if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
                     return Err(Failure::TooLarge);
                 }
                 if large.is_none() && body.len() + chunk.len() > LARGE_ANSWER_BYTES {
-                    large = Some(large_answers::admit().await);
+                    large = Some(large_answers::admit(MAX_RESPONSE_BYTES).await);
                 }
                 body.extend_from_slice(&chunk);
+            }
+            if let Some(lease) = large.as_mut() {
+                lease.shrink_to(large_answers::cost_of(body.len()));
             }
             Ok((status, reason, body.freeze(), large))
         };

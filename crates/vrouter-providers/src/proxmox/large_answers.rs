@@ -1,41 +1,52 @@
-//! How many large Proxmox answers the process holds at once.
+//! What a large Proxmox answer reserves from the process's budget of large
+//! answers ([`crate::memory_budget`]).
 //!
-//! An answer may be [`super::http::MAX_RESPONSE_BYTES`] long, and reading
-//! one costs several times that: the body, the output streams decoded from
-//! it, their bytes, their text. Drift detection reads every router's
-//! configs many at a time (`--status-concurrency`), so routers whose
-//! guests answer at the caps would together take the operator past its
-//! memory limit. An answer that grows past [`LARGE_ANSWER_BYTES`] waits
-//! here for one of [`LARGE_AT_ONCE`] places before it is read further, and
-//! keeps it until the provider has made what it returns; smaller answers
-//! (every usual one: a config is tens of KiB) never wait.
+//! An answer may be [`super::http::MAX_RESPONSE_BYTES`] long. An answer
+//! that grows past [`LARGE_ANSWER_BYTES`] reserves [`cost_of`] its length
+//! (the cap's, while its length is not yet known) before it is read
+//! further, and the lease travels with the answer until the provider has
+//! made what it returns from it; smaller answers never wait.
 
-use tokio::sync::{Semaphore, SemaphorePermit};
+use crate::memory_budget::{LARGE_ANSWERS, LARGE_ANSWERS_MIB, Lease, MIB};
 
 /// An answer longer than this is large (1 MiB).
-pub(crate) const LARGE_ANSWER_BYTES: usize = 1024 * 1024;
+pub(crate) const LARGE_ANSWER_BYTES: usize = MIB;
 
-/// Large answers held at once, process-wide. docs/benchmarks.md has the
-/// peak memory this gives with every router answering at the caps.
-pub(crate) const LARGE_AT_ONCE: usize = 2;
+/// The most the buffers made from an answer take, as a multiple of its
+/// length, at any moment while it is read. An `agent/exec-status` answer:
+/// the body and the output strings decoded from it (each no longer than
+/// its JSON), then those strings and their bytes, then the bytes and their
+/// text (text longer than the bytes is refused before it is made): at most
+/// twice. An `agent/file-read` answer: the body, the content decoded from
+/// it when it holds escapes (no longer than the body) and the content's
+/// bytes (one per character): at most three times.
+const COST_FACTOR: usize = 3;
 
-static GATE: Semaphore = Semaphore::const_new(LARGE_AT_ONCE);
+/// What reading an answer of `len` bytes may cost at once.
+pub(crate) const fn cost_of(len: usize) -> usize {
+    len.saturating_mul(COST_FACTOR)
+}
 
-/// A place for one large answer, held until dropped.
-pub(crate) async fn admit() -> SemaphorePermit<'static> {
-    GATE.acquire().await.expect("the gate is a static that is never closed")
+// The largest answer fits the budget: its reservation is never clamped.
+const _: () = assert!(cost_of(super::http::MAX_RESPONSE_BYTES) <= LARGE_ANSWERS_MIB as usize * MIB);
+
+/// Leases what an answer of `len` bytes may cost, waiting for it.
+pub(crate) async fn admit(len: usize) -> Lease<'static> {
+    LARGE_ANSWERS.reserve(cost_of(len)).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn no_more_than_the_limit_are_admitted_at_once() {
-        let held: Vec<_> = futures::future::join_all((0..LARGE_AT_ONCE).map(|_| admit())).await;
-        let next = tokio::time::timeout(std::time::Duration::from_millis(50), admit()).await;
-        assert!(next.is_err(), "a place past the limit was given");
-        drop(held);
-        let _again = admit().await;
+    #[test]
+    fn the_cost_of_an_answer() {
+        assert_eq!(cost_of(0), 0);
+        assert_eq!(cost_of(LARGE_ANSWER_BYTES), 3 * MIB);
+        assert_eq!(cost_of(usize::MAX), usize::MAX);
+        assert_eq!(
+            crate::memory_budget::weight_mib(cost_of(super::super::http::MAX_RESPONSE_BYTES), LARGE_ANSWERS_MIB),
+            102
+        );
     }
 }

@@ -578,19 +578,18 @@ impl AgentProvider for ProxmoxProvider {
 /// What an `agent/exec-status` answer says ([`status_of`]), made off the
 /// async workers (`crate::off_runtime`): the output streams are the guest's
 /// to choose, up to the response cap. The answer is kept until the outcome
-/// is made: a large one holds its place at the gate (`large_answers`) for
-/// as long as its copies live.
+/// is made: a large one holds its lease of the budget (`large_answers`)
+/// for as long as its copies live.
 async fn status_off_runtime(answer: Answer, suffix: String) -> Result<ExecStatus, ProviderError> {
     crate::off_runtime::run(move || {
         let Answer {
             endpoint, body, _large, ..
         } = answer;
         let data = decode::<api::ExecStatusData>(&endpoint, &body, &Method::GET, &suffix)?;
-        // The body is no longer needed; its place at the gate is, until the
-        // text is made and its size checked.
+        // The body is no longer needed; its lease is, until the text is
+        // made and its size checked.
         drop(body);
-        let status = status_of(data);
-        bounded(status)
+        bounded(status_of(data)?)
     })
     .await
 }
@@ -603,31 +602,22 @@ fn bounded(status: ExecStatus) -> Result<ExecStatus, ProviderError> {
     if let ExecStatus::Exited(outcome) = &status {
         for (stream, text) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
             if text.len() > api::MAX_OUTPUT_TEXT_BYTES {
-                return Err(ProviderError::TooLarge {
-                    what: format!("the {stream} of a guest command as text"),
-                    size: text.len(),
-                    limit: api::MAX_OUTPUT_TEXT_BYTES,
-                    why: "the Proxmox provider keeps (bytes that are not UTF-8 count three each)".into(),
-                });
+                return Err(text_too_large(stream, text.len()));
             }
         }
     }
     Ok(status)
 }
 
-/// What an `agent/exec-status` answer says, with the output streams as text.
-fn status_of(data: api::ExecStatusData) -> ExecStatus {
+/// What an `agent/exec-status` answer says, with the output streams as
+/// text; a stream whose text would be longer than
+/// [`api::MAX_OUTPUT_TEXT_BYTES`] is refused before that text is made.
+fn status_of(data: api::ExecStatusData) -> Result<ExecStatus, ProviderError> {
     if !api::truthy(&data.exited) {
-        return ExecStatus::Running;
+        return Ok(ExecStatus::Running);
     }
-    // Each stream's decoded string is dropped once its bytes are made, and
-    // bytes that are UTF-8 become text without a copy.
-    let text = |s: Option<String>| {
-        let bytes = api::latin1_to_bytes(&s.unwrap_or_default());
-        String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-    };
-    let mut stdout = text(data.out_data);
-    let mut stderr = text(data.err_data);
+    let mut stdout = output_text("stdout", data.out_data)?;
+    let mut stderr = output_text("stderr", data.err_data)?;
     if api::truthy(&data.out_truncated) {
         stdout.push_str("\n[stdout truncated by the guest agent]");
     }
@@ -635,14 +625,48 @@ fn status_of(data: api::ExecStatusData) -> ExecStatus {
         stderr.push_str("\n[stderr truncated by the guest agent]");
     }
     let (exit_code, error) = exit_of(data.exitcode, data.signal);
-    ExecStatus::Exited(ExecOutcome {
+    Ok(ExecStatus::Exited(ExecOutcome {
         exit_code,
         stdout,
         stderr,
         error,
         stdout_truncated: api::truthy(&data.out_truncated),
         signal: data.exitcode.is_none().then_some(data.signal).flatten(),
-    })
+    }))
+}
+
+/// One output stream as text. Its decoded string is dropped once its bytes
+/// are made, and bytes that are UTF-8 become text without a copy; others
+/// show each bad sequence as U+FFFD (three bytes), so their text's length
+/// is counted first and a text past the bound is never made.
+fn output_text(stream: &str, data: Option<String>) -> Result<String, ProviderError> {
+    let bytes = api::latin1_to_bytes(&data.unwrap_or_default());
+    let bytes = match String::from_utf8(bytes) {
+        Ok(text) => return Ok(text),
+        Err(not_utf8) => not_utf8.into_bytes(),
+    };
+    let size = lossy_len(&bytes);
+    if size > api::MAX_OUTPUT_TEXT_BYTES {
+        return Err(text_too_large(stream, size));
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The length of `String::from_utf8_lossy(bytes)`, without making it.
+fn lossy_len(bytes: &[u8]) -> usize {
+    bytes
+        .utf8_chunks()
+        .map(|chunk| chunk.valid().len() + if chunk.invalid().is_empty() { 0 } else { 3 })
+        .sum()
+}
+
+fn text_too_large(stream: &str, size: usize) -> ProviderError {
+    ProviderError::TooLarge {
+        what: format!("the {stream} of a guest command as text"),
+        size,
+        limit: api::MAX_OUTPUT_TEXT_BYTES,
+        why: "the Proxmox provider keeps (bytes that are not UTF-8 count three each)".into(),
+    }
 }
 
 /// The `data` of `answer`'s envelope, borrowing from its body where `T`
@@ -710,7 +734,7 @@ mod tests {
             out_truncated: serde_json::json!(0),
             err_truncated: serde_json::json!(0),
         });
-        let error = bounded(inflated).unwrap_err().to_string();
+        let error = inflated.unwrap_err().to_string();
         // Output at the agent's own cap, truncated by it, keeps its note.
         let truncated = status_of(api::ExecStatusData {
             exited: serde_json::json!(1),
@@ -721,9 +745,24 @@ mod tests {
             out_truncated: serde_json::json!(1),
             err_truncated: serde_json::json!(0),
         });
-        assert!(bounded(truncated).is_ok());
+        assert!(bounded(truncated.unwrap()).is_ok());
         assert!(error.contains("the stdout of a guest command as text"), "{error}");
         assert!(error.contains(&api::MAX_OUTPUT_TEXT_BYTES.to_string()), "{error}");
+    }
+
+    #[test]
+    fn the_length_of_lossy_text_is_counted_without_making_it() {
+        for bytes in [
+            &b""[..],
+            b"abc",
+            b"\x80",
+            b"a\x80\x80b",
+            b"\xe2\x82",
+            "é€".as_bytes(),
+            b"\xff\xfe\xfd",
+        ] {
+            assert_eq!(lossy_len(bytes), String::from_utf8_lossy(bytes).len(), "{bytes:?}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! `reconcile` performs the I/O.
 
 pub mod decide;
+mod read_config;
 mod reconcile;
 pub mod stored_configs;
 

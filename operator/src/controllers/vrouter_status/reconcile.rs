@@ -14,12 +14,13 @@ use vrouter_api::{Phase, VRouterConfig, VRouterStatus, VRouterStatusStatus};
 
 use super::StatusContext;
 use super::decide::{self, ConfigView, Reading};
+use super::read_config::ReadConfig;
 use super::stored_configs;
 use crate::runtime::conditions::{self, Drift, Wanted};
 use crate::runtime::metrics::ResultLabels;
 use crate::runtime::recently_ready;
 use crate::runtime::reconciler::{self, Reconciler};
-use crate::runtime::{off_runtime, own_writes, status_writes, stores};
+use crate::runtime::{own_writes, status_writes, stores};
 
 pub const CONTROLLER: &str = "vrouterstatus";
 
@@ -150,8 +151,7 @@ async fn read_and_record(
             return write_status(ctx, vrs, current, &next).await;
         }
     };
-    let (reading, startup, running) =
-        off_runtime::run(move || (reading_of(&startup, &running), startup, running)).await;
+    let reading = reading_of(&startup, &running);
     let mut sync = decide::on_read(current, view, &reading, now);
     let drift = sync.status.drift_detected.then(|| Drift {
         repairing: view.drift_is_repaired(),
@@ -211,7 +211,7 @@ async fn write_status(
 }
 
 /// [`read_router`], counted in `vrouter_drift_reads_total`.
-async fn read_router_counted(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec<u8>, Vec<u8>), String> {
+async fn read_router_counted(ctx: &StatusContext, config: &VRouterConfig) -> Result<(ReadConfig, ReadConfig), String> {
     let read = read_router(ctx, config).await;
     let result = if read.is_ok() { "read" } else { "failed" };
     ctx.metrics.drift_reads.get_or_create(&ResultLabels { result }).inc();
@@ -220,13 +220,13 @@ async fn read_router_counted(ctx: &StatusContext, config: &VRouterConfig) -> Res
 
 /// The hashes of the configs read; an empty running config (it could not
 /// be read) has none.
-fn reading_of(startup: &[u8], running: &[u8]) -> Reading {
+fn reading_of(startup: &ReadConfig, running: &ReadConfig) -> Reading {
     Reading {
-        startup_hash: decide::config_hash(startup),
-        running_hash: if running.is_empty() {
+        startup_hash: startup.hash.clone(),
+        running_hash: if running.len == 0 {
             String::new()
         } else {
-            decide::config_hash(running)
+            running.hash.clone()
         },
     }
 }
@@ -252,7 +252,8 @@ fn summarised(
 /// The running config is for people to compare with the startup one; drift
 /// is decided on the startup config alone, so a router whose running config
 /// cannot be shown is still checked (its running config stored empty).
-async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec<u8>, Vec<u8>), String> {
+/// Each config is hashed ([`ReadConfig`]) before the next is read.
+async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(ReadConfig, ReadConfig), String> {
     let namespace = config.namespace().unwrap_or_default();
     let target_name = &config.spec.target_ref.name;
     let target = stores::get(&ctx.own.targets, &ctx.client, &namespace, target_name)
@@ -271,12 +272,13 @@ async fn read_router(ctx: &StatusContext, config: &VRouterConfig) -> Result<(Vec
     let running = recently_ready::check_reading_running(&ctx.recently_ready, &target, &*provider)
         .await
         .map_err(|e| e.to_string())?;
-    let startup = provider.read_startup_config().await.map_err(|e| e.to_string())?;
     let running = running.unwrap_or_else(|error| {
         tracing::warn!(config = %config.name_any(), %namespace, %error, "could not read the running config; storing it empty");
         Vec::new()
     });
-    Ok((startup, running))
+    let running = ReadConfig::off_runtime(running).await;
+    let startup = provider.read_startup_config().await.map_err(|e| e.to_string())?;
+    Ok((ReadConfig::off_runtime(startup).await, running))
 }
 
 /// Sends a drifted config back to Pending; its controller applies it again

@@ -29,6 +29,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use vrouter_api::{ControllerRef, VRouterStatus, VRouterStatusStatus};
 
 use super::decide::{self, Reading};
+use super::read_config::ReadConfig;
 use crate::runtime::context::FIELD_MANAGER;
 
 /// The type of the Secrets drift detection writes; the only Secrets the
@@ -51,8 +52,8 @@ pub async fn keep(
     vrs: &VRouterStatus,
     previous: &VRouterStatusStatus,
     reading: &Reading,
-    startup: &[u8],
-    running: &[u8],
+    startup: &ReadConfig,
+    running: &ReadConfig,
     next: &mut VRouterStatusStatus,
 ) -> Result<(), kube::Error> {
     let name = vrs.config_secret_name();
@@ -83,19 +84,20 @@ pub async fn keep(
 async fn store(
     client: &kube::Client,
     vrs: &VRouterStatus,
-    startup: &[u8],
-    running: &[u8],
+    startup: &ReadConfig,
+    running: &ReadConfig,
     message: &mut String,
 ) -> Result<String, kube::Error> {
     let name = vrs.config_secret_name();
     let api: Api<Secret> = Api::namespaced(client.clone(), &vrs.namespace().unwrap_or_default());
-    let refusal = decide::too_large_to_store(startup.len(), running.len(), MAX_STORED_BYTES);
+    let refusal = decide::too_large_to_store(startup.len, running.len, MAX_STORED_BYTES);
     let refused_write = match refusal {
         Some(_) => None,
+        // Within the limit, each config's bytes were kept.
         None => {
             let data = BTreeMap::from([
-                ("startup".to_owned(), ByteString(startup.to_vec())),
-                ("running".to_owned(), ByteString(running.to_vec())),
+                ("startup".to_owned(), ByteString(startup.kept.clone())),
+                ("running".to_owned(), ByteString(running.kept.clone())),
             ]);
             match apply(&api, vrs, &name, data).await {
                 Ok(()) => return Ok(name),
