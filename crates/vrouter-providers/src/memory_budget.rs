@@ -18,9 +18,13 @@
 //! at most the whole budget (a larger one is clamped and then runs alone).
 //! Small answers (every usual one: a config is tens of KiB) never wait.
 
+use std::future::Future;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::time::Instant;
 
 /// One MiB, the unit the budget counts in.
 pub const MIB: usize = 1024 * 1024;
@@ -111,6 +115,76 @@ impl Lease<'_> {
     }
 }
 
+/// A call's time limit that stands still while the call waits for a
+/// budget: a call queued behind other routers' large answers is timed out
+/// for its own slowness only, never for the budget's queue.
+#[derive(Debug)]
+pub struct Deadline {
+    limit: Duration,
+    waits: Mutex<Waits>,
+}
+
+#[derive(Debug, Default)]
+struct Waits {
+    /// The budget waits that ended.
+    done: Duration,
+    /// When the budget wait under way began.
+    since: Option<Instant>,
+}
+
+impl Deadline {
+    pub fn new(limit: Duration) -> Self {
+        Deadline {
+            limit,
+            waits: Mutex::new(Waits::default()),
+        }
+    }
+
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// [`Budget::reserve`], with the wait kept off the clock.
+    pub async fn reserve<'b>(&self, budget: &'b Budget, bytes: usize) -> Lease<'b> {
+        self.waits().since = Some(Instant::now());
+        let lease = budget.reserve(bytes).await;
+        let mut waits = self.waits();
+        if let Some(since) = waits.since.take() {
+            waits.done += since.elapsed();
+        }
+        lease
+    }
+
+    /// Runs `call` to its end, or `None` once it has run for the limit
+    /// without counting its budget waits.
+    pub async fn run<F: Future>(&self, call: F) -> Option<F::Output> {
+        let started = Instant::now();
+        let mut call = std::pin::pin!(call);
+        loop {
+            let left = self.limit.saturating_sub(self.used(started));
+            if left.is_zero() {
+                return None;
+            }
+            tokio::select! {
+                out = &mut call => return Some(out),
+                () = tokio::time::sleep(left) => {}
+            }
+        }
+    }
+
+    /// The time the call has run since `started`, less its budget waits.
+    fn used(&self, started: Instant) -> Duration {
+        let now = Instant::now();
+        let waits = self.waits();
+        let waiting = waits.since.map_or(Duration::ZERO, |since| now - since);
+        (now - started).saturating_sub(waits.done + waiting)
+    }
+
+    fn waits(&self) -> std::sync::MutexGuard<'_, Waits> {
+        self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -189,5 +263,39 @@ mod tests {
         assert!(most <= 64 * MIB, "the readers held {most} bytes at once");
         assert!(BUDGET.peak_mib() <= 64);
         assert_eq!(BUDGET.held_mib(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_does_not_run_while_its_call_waits_for_the_budget() {
+        static BUDGET: Budget = Budget::new(4);
+        let whole = BUDGET.reserve(4 * MIB).await;
+        let deadline = Deadline::new(Duration::from_secs(2));
+        let release = async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            drop(whole);
+        };
+        let call = async {
+            let lease = deadline.reserve(&BUDGET, MIB).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            lease.mib()
+        };
+        let (ran, ()) = tokio::join!(deadline.run(call), release);
+        assert_eq!(
+            ran,
+            Some(1),
+            "10 s in the budget's queue, 1 s of its own, within a 2 s limit"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_ends_a_call_slow_on_its_own() {
+        static BUDGET: Budget = Budget::new(4);
+        let deadline = Deadline::new(Duration::from_secs(2));
+        let call = async {
+            let _lease = deadline.reserve(&BUDGET, MIB).await;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        };
+        assert_eq!(deadline.run(call).await, None);
+        assert_eq!(BUDGET.held_mib(), 0, "the lease went with the call");
     }
 }

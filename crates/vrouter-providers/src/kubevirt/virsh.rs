@@ -28,7 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use vrouter_qga::{AgentError, CallFuture, Command, QgaError, Reply, Transport, TransportError};
 
 use crate::error::{KubeAccess, ProviderError};
-use crate::memory_budget::{LARGE_ANSWERS, Lease};
+use crate::memory_budget::{Deadline, LARGE_ANSWERS, Lease};
 
 /// The container of a virt-launcher pod that has `virsh` and the domain.
 pub const COMPUTE_CONTAINER: &str = "compute";
@@ -82,13 +82,14 @@ async fn read_capped(
     which: &str,
     limit: usize,
     large: usize,
+    deadline: &Deadline,
 ) -> Result<(Vec<u8>, Option<Lease<'static>>), TransportError> {
     let mut stream = stream.take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1));
     let mut out = Vec::new();
     let mut lease = None;
     loop {
         if lease.is_none() && out.len() > large {
-            lease = Some(LARGE_ANSWERS.reserve(stdout_cost(limit)).await);
+            lease = Some(deadline.reserve(&LARGE_ANSWERS, stdout_cost(limit)).await);
             // Sized once for the rest: no doubling past the cap.
             out.reserve_exact(limit + 1 - out.len());
         }
@@ -286,7 +287,7 @@ impl VirshTransport {
         }
     }
 
-    async fn run(&self, command: &Command) -> Result<Reply, TransportError> {
+    async fn run(&self, command: &Command, deadline: &Deadline) -> Result<Reply, TransportError> {
         let line = stdin_line(&command.to_json())?;
         let params = AttachParams::default()
             .container(COMPUTE_CONTAINER)
@@ -321,8 +322,8 @@ impl VirshTransport {
         let sent_and_status = async { Ok::<_, TransportError>(tokio::join!(stdin.write_all(&line), status)) };
         let ((sent, status), out, err) = tokio::try_join!(
             sent_and_status,
-            read_capped(stdout, "stdout", MAX_VIRSH_STDOUT_BYTES, LARGE_STDOUT_BYTES),
-            read_capped(stderr, "stderr", MAX_VIRSH_STDERR_BYTES, usize::MAX),
+            read_capped(stdout, "stdout", MAX_VIRSH_STDOUT_BYTES, LARGE_STDOUT_BYTES, deadline),
+            read_capped(stderr, "stderr", MAX_VIRSH_STDERR_BYTES, usize::MAX, deadline),
         )?;
         // Held until the reply is made from the output.
         let ((out, _lease), (err, _)) = (out, err);
@@ -344,9 +345,11 @@ impl VirshTransport {
 impl Transport for VirshTransport {
     fn call<'a>(&'a self, command: &'a Command) -> CallFuture<'a> {
         Box::pin(async move {
-            match tokio::time::timeout(self.timeout, self.run(command)).await {
-                Ok(result) => result,
-                Err(_) => Err(TransportError::Timeout(self.timeout)),
+            // The limit stands still while a large output waits for the budget.
+            let deadline = Deadline::new(self.timeout);
+            match deadline.run(self.run(command, &deadline)).await {
+                Some(result) => result,
+                None => Err(TransportError::Timeout(self.timeout)),
             }
         })
     }
@@ -427,12 +430,17 @@ mod tests {
         assert!(matches!(stdin_line("{\"a\":\n1}"), Err(TransportError::Garbled(_))));
     }
 
+    /// A deadline no test reaches.
+    fn no_limit() -> Deadline {
+        Deadline::new(Duration::from_secs(3600))
+    }
+
     #[tokio::test]
     async fn output_is_read_up_to_its_cap_and_refused_past_it() {
         let cases: [(usize, usize, bool); 4] = [(0, 4, true), (3, 4, true), (4, 4, true), (5, 4, false)];
         for (len, limit, fits) in cases {
             let bytes = vec![b'x'; len];
-            let read = read_capped(&bytes[..], "stdout", limit, usize::MAX).await;
+            let read = read_capped(&bytes[..], "stdout", limit, usize::MAX, &no_limit()).await;
             match read {
                 Ok((out, lease)) => assert!(fits && out == bytes && lease.is_none(), "{len} of {limit}"),
                 Err(e) => assert!(
@@ -447,14 +455,18 @@ mod tests {
     async fn a_large_output_comes_with_a_lease_of_its_cost() {
         use crate::memory_budget::{MIB, weight_mib};
         let bytes = vec![b'x'; 3 * MIB + 1];
-        let (out, lease) = read_capped(&bytes[..], "stdout", 8 * MIB, MIB).await.unwrap();
+        let (out, lease) = read_capped(&bytes[..], "stdout", 8 * MIB, MIB, &no_limit())
+            .await
+            .unwrap();
         assert_eq!(out, bytes);
         let lease = lease.expect("an output past the large threshold is leased");
         assert_eq!(
             lease.mib(),
             weight_mib(stdout_cost(bytes.len()), LARGE_ANSWERS.total_mib())
         );
-        let small = read_capped(&bytes[..MIB], "stdout", 8 * MIB, MIB).await.unwrap();
+        let small = read_capped(&bytes[..MIB], "stdout", 8 * MIB, MIB, &no_limit())
+            .await
+            .unwrap();
         assert!(small.1.is_none(), "an output under the threshold never waits");
     }
 

@@ -27,6 +27,7 @@ use rustls::ClientConfig;
 use super::large_answers::{self, LARGE_ANSWER_BYTES};
 use super::verifier;
 use crate::error::{Attempts, EndpointFailure, ProviderError};
+use crate::memory_budget::Deadline;
 
 /// Proxmox API token credentials. The secret is never printed: `Debug`
 /// redacts it and it only ever leaves this type inside the request header.
@@ -333,6 +334,8 @@ impl Client {
                 .header(header::CONTENT_TYPE, "application/json")
                 .body(body.to_vec());
         }
+        // The limit stands still while a large answer waits for the budget.
+        let deadline = Deadline::new(self.timeouts.whole_request());
         let exchange = async {
             let mut response = request.send().await.map_err(Failure::Http)?;
             let status = response.status();
@@ -353,7 +356,7 @@ impl Client {
             // length is unknown, given back down to its length's once whole.
             let mut large = None;
             if let Some(n) = declared.filter(|&n| n > LARGE_ANSWER_BYTES) {
-                large = Some(large_answers::admit(n).await);
+                large = Some(large_answers::admit(&deadline, n).await);
             }
             let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(MAX_RESPONSE_BYTES));
             while let Some(chunk) = response.chunk().await.map_err(Failure::Body)? {
@@ -361,7 +364,7 @@ impl Client {
                     return Err(Failure::TooLarge);
                 }
                 if large.is_none() && body.len() + chunk.len() > LARGE_ANSWER_BYTES {
-                    large = Some(large_answers::admit(MAX_RESPONSE_BYTES).await);
+                    large = Some(large_answers::admit(&deadline, MAX_RESPONSE_BYTES).await);
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -370,7 +373,7 @@ impl Client {
             }
             Ok((status, reason, body.freeze(), large))
         };
-        match tokio::time::timeout(self.timeouts.whole_request(), exchange).await {
+        match deadline.run(exchange).await.ok_or(()) {
             Ok(Ok((status, reason, body, large))) => Ok(Answer {
                 endpoint: endpoint.display.clone(),
                 status,

@@ -7,7 +7,7 @@
 //! further, and the lease travels with the answer until the provider has
 //! made what it returns from it; smaller answers never wait.
 
-use crate::memory_budget::{LARGE_ANSWERS, LARGE_ANSWERS_MIB, Lease, MIB};
+use crate::memory_budget::{Deadline, LARGE_ANSWERS, LARGE_ANSWERS_MIB, Lease, MIB};
 
 /// An answer longer than this is large (1 MiB).
 pub(crate) const LARGE_ANSWER_BYTES: usize = MIB;
@@ -30,9 +30,10 @@ pub(crate) const fn cost_of(len: usize) -> usize {
 // The largest answer fits the budget: its reservation is never clamped.
 const _: () = assert!(cost_of(super::http::MAX_RESPONSE_BYTES) <= LARGE_ANSWERS_MIB as usize * MIB);
 
-/// Leases what an answer of `len` bytes may cost, waiting for it.
-pub(crate) async fn admit(len: usize) -> Lease<'static> {
-    LARGE_ANSWERS.reserve(cost_of(len)).await
+/// Leases what an answer of `len` bytes may cost, waiting for it off
+/// `deadline`'s clock.
+pub(crate) async fn admit(deadline: &Deadline, len: usize) -> Lease<'static> {
+    deadline.reserve(&LARGE_ANSWERS, cost_of(len)).await
 }
 
 #[cfg(test)]
