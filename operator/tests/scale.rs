@@ -25,13 +25,16 @@
 //! Knobs (environment): `VROUTER_SCALE_TARGETS` (100), `VROUTER_SCALE_AGENTS`
 //! (10), `VROUTER_SCALE_GUESTS` (`agents`), `VROUTER_SCALE_IDLE_SECS` (30),
 //! `VROUTER_SCALE_CONFIG_CONCURRENCY` and `VROUTER_SCALE_SWEEP_CONCURRENCY`
-//! (the operator's defaults), `VROUTER_BENCH_OUT` (a JSON file to write the
-//! figures to).
+//! (the operator's defaults), `VROUTER_SCALE_SHAPE` (`refs`, or
+//! `selector-waves`: see [`waves`]), `VROUTER_BENCH_OUT` (a JSON file to
+//! write the figures to).
 
 // The report below is one `json!` object with many keys.
 #![recursion_limit = "256"]
 
 mod common;
+#[path = "scale/waves.rs"]
+mod waves;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -323,7 +326,7 @@ fn templates() -> Vec<Value> {
 }
 
 fn target_body(i: usize) -> Value {
-    json!({"metadata": {"name": format!("r{i}")}, "spec": {
+    json!({"metadata": {"name": format!("r{i}"), "labels": {waves::LABEL.0: waves::LABEL.1}}, "spec": {
         "provider": {"type": "proxmox", "proxmox": {"vmid": 100 + i, "clusterRef": {"name": "pve"}}},
         "params": {
             "hostName": format!("r{i}"),
@@ -385,11 +388,45 @@ async fn raw_creates(ns: &TestNamespace, count: usize, in_flight: usize) -> f64 
 }
 
 /// When each config was first seen and first seen Applied for its
-/// generation, as the harness's one watch reports them.
+/// generation, as the harness's one watch reports them; how many times each
+/// (config, generation) became Applied, and the most configs seen written
+/// and not yet Applied at once.
 #[derive(Default)]
 struct Seen {
     created: HashMap<String, Instant>,
     applied: HashMap<String, Instant>,
+    /// Whether each config was Applied for its generation when last seen.
+    applied_now: HashMap<String, bool>,
+    applies: HashMap<(String, i64), u32>,
+    /// Configs seen and not Applied for their generation now.
+    in_flight: usize,
+    max_in_flight: usize,
+}
+
+impl Seen {
+    fn saw(&mut self, name: String, generation: i64, applied: bool, now: Instant) {
+        self.created.entry(name.clone()).or_insert(now);
+        // A config first seen counts as not Applied before.
+        let was = self.applied_now.insert(name.clone(), applied);
+        match (was.unwrap_or(false), applied) {
+            (false, true) => {
+                *self.applies.entry((name.clone(), generation)).or_default() += 1;
+                self.in_flight -= usize::from(was.is_some());
+            }
+            (true, false) => self.in_flight += 1,
+            (false, false) => self.in_flight += usize::from(was.is_none()),
+            (true, true) => {}
+        }
+        if applied {
+            self.applied.entry(name).or_insert(now);
+        }
+        self.max_in_flight = self.max_in_flight.max(self.in_flight);
+    }
+
+    /// (config, generation) pairs Applied more than once.
+    fn applied_twice(&self) -> Vec<(&(String, i64), &u32)> {
+        self.applies.iter().filter(|(_, n)| **n > 1).collect()
+    }
 }
 
 fn watch_configs(api: Api<VRouterConfig>, seen: Arc<Mutex<Seen>>) -> tokio::task::JoinHandle<()> {
@@ -401,15 +438,12 @@ fn watch_configs(api: Api<VRouterConfig>, seen: Arc<Mutex<Seen>>) -> tokio::task
             };
             let now = Instant::now();
             let name = c.metadata.name.clone().unwrap_or_default();
-            let mut seen = seen.lock().unwrap();
-            seen.created.entry(name.clone()).or_insert(now);
+            let generation = c.metadata.generation.unwrap_or(0);
             let applied = c
                 .status
                 .as_ref()
-                .is_some_and(|s| s.phase == Phase::Applied && Some(s.observed_generation) == c.metadata.generation);
-            if applied {
-                seen.applied.entry(name).or_insert(now);
-            }
+                .is_some_and(|s| s.phase == Phase::Applied && s.observed_generation == generation);
+            seen.lock().unwrap().saw(name, generation, applied, now);
         }
     })
 }
@@ -664,8 +698,16 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     // The physical limit: a plain client creating the same number of
     // similar VRouterConfigs on this server now, one after another and with
     // as many in flight as the binding controller keeps.
-    let raw_sequential = raw_creates(&env.namespace("raw").await, targets, 1).await;
-    let raw_seconds = raw_creates(&env.namespace("raw").await, targets, RAW_CONCURRENCY).await;
+    // The waves shape is not compared with it (a wave waits for the last).
+    let shape = waves::shape();
+    let (raw_sequential, raw_seconds) = if shape == waves::Shape::Refs {
+        (
+            raw_creates(&env.namespace("raw").await, targets, 1).await,
+            raw_creates(&env.namespace("raw").await, targets, RAW_CONCURRENCY).await,
+        )
+    } else {
+        (f64::NAN, f64::NAN)
+    };
 
     let ns = env.namespace("scale").await;
     let pve = common::proxmox_cluster(&ns).await;
@@ -692,13 +734,19 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
 
     let seen = Arc::new(Mutex::new(Seen::default()));
     let watch = watch_configs(ns.api::<VRouterConfig>(), seen.clone());
+    let binding_seen = Arc::new(Mutex::new(waves::BindingSeen::default()));
+    let binding_watch = waves::watch_binding(ns.api::<VRouterBinding>(), "edge", binding_seen.clone());
     let before = requests::served(&admin).await;
     let conflicts_before = requests::conflicts(&admin).await;
     let counted_before = operator.counts().await;
     let (handshakes_before, proxmox_requests_before) = (pve.tls_handshakes(), pve.seen().len());
+    let body = match shape {
+        waves::Shape::Refs => binding_body(targets),
+        waves::Shape::SelectorWaves => waves::binding_body(binding_body(targets)),
+    };
     phase("apply");
     let started = Instant::now();
-    create::<VRouterBinding>(&ns, binding_body(targets)).await;
+    create::<VRouterBinding>(&ns, body).await;
     let limit = Duration::from_secs(60 + targets as u64);
     let written = wait_until("every VRouterConfig to be written", limit, || {
         seen.lock().unwrap().created.len() >= targets
@@ -709,6 +757,10 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     })
     .await;
     let applied = started.elapsed();
+    wait_until("the binding to be Ready", limit, || {
+        binding_seen.lock().unwrap().ready.is_some()
+    })
+    .await;
     let quiet = Duration::from_secs(3);
     let after = settle(&admin, quiet, Duration::from_secs(120)).await;
     let binding_to_quiet = started.elapsed().saturating_sub(quiet);
@@ -775,10 +827,35 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         .collect();
 
     watch.abort();
+    binding_watch.abort();
     operator.stop();
+    let (ready_message, ready_at) = binding_seen
+        .lock()
+        .unwrap()
+        .ready
+        .clone()
+        .expect("Ready, waited for above");
+    let waves_seen = binding_seen.lock().unwrap().waves.clone();
+    let (max_in_flight, applied_twice) = {
+        let seen = seen.lock().unwrap();
+        let twice: Vec<String> = seen
+            .applied_twice()
+            .iter()
+            .map(|(k, n)| format!("{k:?} {n}×"))
+            .collect();
+        (seen.max_in_flight, twice)
+    };
 
     let report = json!({
         "targets": targets,
+        "shape": format!("{shape:?}"),
+        "wave_size": waves::wave_size(targets),
+        "wave_count": waves::wave_count(targets),
+        "waves_seen": waves_seen.iter().map(|(w, _)| *w).collect::<Vec<_>>(),
+        "binding_ready_seconds": ready_at.duration_since(started).as_secs_f64(),
+        "binding_ready_message": ready_message,
+        "max_in_flight": max_in_flight,
+        "applied_twice": applied_twice,
         "agents": if guests == Guests::Agents { agents } else { 0 },
         "raw_create_seconds": raw_seconds,
         "raw_create_concurrency": RAW_CONCURRENCY,
@@ -837,6 +914,23 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
         .map(|(s, n)| (format!("{} {}", s.verb, s.path()), *n))
         .collect();
     assert_eq!(synced, targets, "every router's VRouterStatus took a baseline");
+    assert!(
+        applied_twice.is_empty(),
+        "configs Applied twice for one generation: {applied_twice:?}"
+    );
+    if shape == waves::Shape::SelectorWaves {
+        assert_eq!(applied_count, targets, "every selected target's config Applied");
+        if let Some(wrong) = waves::waves_wrong(&waves_seen, targets) {
+            panic!("{wrong}");
+        }
+        let of = waves::wave_count(targets);
+        assert_eq!(ready_message, format!("all {of} waves done, every config Applied"));
+        let size = waves::wave_size(targets);
+        assert!(
+            max_in_flight <= size,
+            "{max_in_flight} configs written and not Applied at once, more than a wave ({size})"
+        );
+    }
     let drift_reads = counted_during.drift_reads as f64 / targets as f64;
     assert!(
         drift_reads <= DRIFT_READS_PER_ROUTER_BUDGET,

@@ -181,11 +181,22 @@ async fn a_failing_canary_halts_before_the_next_wave_and_once_fixed_the_rollout_
             "{name}"
         );
     }
-    // kube's recorder folds Events of one reason into a series that keeps
-    // the first note, so each kind of step is looked for once.
-    let reasons: Vec<String> = event_notes(ns).await.into_iter().map(|(reason, _)| reason).collect();
+    let notes = event_notes(ns).await;
+    let reasons: Vec<&str> = notes.iter().map(|(reason, _)| reason.as_str()).collect();
     for reason in ["WaveStarted", "RolloutHalted", "RolloutCompleted"] {
-        assert!(reasons.iter().any(|r| r == reason), "no {reason} event: {reasons:?}");
+        assert!(reasons.contains(&reason), "no {reason} event: {notes:?}");
+    }
+    // kube's recorder folds Events of one object, reason and action into a
+    // series that keeps the first note: each wave's start has an action of
+    // its own, so each wave is told in its own Event.
+    for wave in 1..=3 {
+        let start = format!("wave {wave} of 3, writing ");
+        assert!(
+            notes
+                .iter()
+                .any(|(reason, note)| reason == "WaveStarted" && note.starts_with(&start)),
+            "no WaveStarted event for wave {wave}: {notes:?}"
+        );
     }
 }
 

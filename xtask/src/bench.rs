@@ -7,6 +7,7 @@
 //! them with cargo and reads what they wrote, so xtask stays free of the
 //! operator's dependencies.
 
+mod fleet_waves;
 mod hostile_memory;
 mod scale;
 mod template_review;
@@ -60,6 +61,10 @@ pub enum Section {
     TemplateReview,
     /// The operator's peak memory under guests answering at the caps.
     HostileMemory,
+    /// Admission of a 10,000-target binding through the registered webhook.
+    WebhookAdmission,
+    /// A binding choosing the large run's targets by selector, in waves of 5 %.
+    FleetWaves,
 }
 
 /// Budgets of the benchmarks this issue added, in milliseconds; the other
@@ -74,17 +79,8 @@ const APPLY_MEDIAN_BUDGET_S: f64 = 1.0;
 const CRITERION_ARGS: &str = "--warm-up-time 1 --sample-size 10";
 
 pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
-    if let Some(Section::TemplateReview) = options.only {
-        let page = root.join("docs/benchmarks.md");
-        template_review::update_page(root, &page)?;
-        println!("==> rewrote the template review section of {}", page.display());
-        return Ok(());
-    }
-    if let Some(Section::HostileMemory) = options.only {
-        let page = root.join("docs/benchmarks.md");
-        hostile_memory::update_page(root, &page)?;
-        println!("==> rewrote the hostile-guest memory section of {}", page.display());
-        return Ok(());
+    if let Some(section) = options.only {
+        return run_one(root, options, section);
     }
     crate::prepare::ensure_debian_packages(crate::prepare::TEST_PACKAGES)?;
     crate::testenv_bins::run(root)?;
@@ -104,7 +100,8 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
         + &template_review::run(root)?
         + &vyos_differential::run(root)?
         + &webhook_admission::run(root)?
-        + &memory_section;
+        + &memory_section
+        + &fleet_section(root, options)?;
     let scale = scale_runs(options)
         .iter()
         .map(|run| scale::measure(root, run))
@@ -134,6 +131,35 @@ pub fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
             path.display()
         );
     }
+    Ok(())
+}
+
+/// The fleet rollout run: the large run's size and idle time.
+fn fleet_run(options: &Options) -> fleet_waves::Run {
+    fleet_waves::Run {
+        targets: options.large_targets,
+        idle_secs: options.short_idle_secs,
+    }
+}
+
+/// The fleet rollout's section; none when the large run is left out.
+fn fleet_section(root: &Path, options: &Options) -> anyhow::Result<String> {
+    if options.large_targets == 0 {
+        return Ok(String::new());
+    }
+    Ok(fleet_waves::render(&fleet_waves::measure(root, &fleet_run(options))?))
+}
+
+/// Runs one section and rewrites only that part of the page.
+fn run_one(root: &Path, options: &Options, section: Section) -> anyhow::Result<()> {
+    let page = root.join("docs/benchmarks.md");
+    match section {
+        Section::TemplateReview => template_review::update_page(root, &page)?,
+        Section::HostileMemory => hostile_memory::update_page(root, &page)?,
+        Section::WebhookAdmission => webhook_admission::update_page(root, &page)?,
+        Section::FleetWaves => fleet_waves::update_page(root, &page, &fleet_run(options))?,
+    }
+    println!("==> rewrote the {section:?} section of {}", page.display());
     Ok(())
 }
 

@@ -200,7 +200,18 @@ impl Context {
     /// never fatal: events are for people, not for control flow. The note is
     /// bounded ([`vrouter_api::text::message`]; the API server refuses a
     /// note over 1 KiB, and notes quote what routers answered).
-    pub async fn event<K>(&self, object: &K, type_: EventType, reason: &str, mut note: String)
+    pub async fn event<K>(&self, object: &K, type_: EventType, reason: &str, note: String)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        self.event_of_action(object, type_, reason, "Reconcile", note).await;
+    }
+
+    /// [`Context::event`] with its own `action`. kube's recorder folds
+    /// Events of one object, type, reason and action into one series that
+    /// keeps the first note, so steps a person must tell apart (each wave
+    /// of a rollout) each need an action of their own.
+    pub async fn event_of_action<K>(&self, object: &K, type_: EventType, reason: &str, action: &str, mut note: String)
     where
         K: Resource<DynamicType = ()>,
     {
@@ -209,7 +220,7 @@ impl Context {
             type_,
             reason: reason.to_owned(),
             note: Some(note),
-            action: "Reconcile".into(),
+            action: action.to_owned(),
             secondary: None,
         };
         if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {

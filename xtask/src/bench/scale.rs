@@ -322,7 +322,7 @@ fn proxmox_rows(s: &Value) -> Vec<Row> {
     ]
 }
 
-fn series_tables(out: &mut String, s: &Value, targets: f64) {
+pub(super) fn series_tables(out: &mut String, s: &Value, targets: f64) {
     for (title, key) in [
         ("API requests from binding creation until quiet", "requests_by_series"),
         ("API requests while idle", "idle_requests_by_series"),

@@ -84,7 +84,8 @@ pub async fn roll(
         write_all(configs, &ctx.own.config_writes, writes).await?;
     }
     if let Some((type_, why, note)) = event_of(&decision, changed, before.as_deref()) {
-        ctx.event(binding, type_, why, note).await;
+        ctx.event_of_action(binding, type_, why, &action_of(&decision.state), note)
+            .await;
     }
     Ok(decision.requeue_after)
 }
@@ -123,6 +124,16 @@ fn ready_reason(binding: &VRouterBinding) -> Option<String> {
     let status = binding.status.as_ref()?;
     let ready = status.conditions.iter().find(|c| c.type_ == condition::READY)?;
     Some(ready.reason.clone())
+}
+
+/// The Event's action: each wave's start its own (`Wave3`), so kube's
+/// recorder keeps one series per wave, with that wave's note, rather than
+/// folding every wave into the first one's.
+fn action_of(state: &WaveState) -> String {
+    match state {
+        WaveState::Dispatching { wave, .. } => format!("Wave{wave}"),
+        _ => "Reconcile".to_owned(),
+    }
 }
 
 /// The Event a decision is worth: every wave started, and each change into
@@ -190,6 +201,18 @@ mod tests {
             let got = event_of(&decision(state.clone()), changed, before).map(|(_, r, _)| r);
             assert_eq!(got, want, "{state:?}");
         }
+    }
+
+    #[test]
+    fn each_wave_start_has_an_action_of_its_own() {
+        let start = |wave| WaveState::Dispatching {
+            wave,
+            of: 20,
+            writes: 5,
+        };
+        assert_eq!(action_of(&start(1)), "Wave1");
+        assert_eq!(action_of(&start(20)), "Wave20");
+        assert_eq!(action_of(&WaveState::Completed { waves: 20, failed: 0 }), "Reconcile");
     }
 
     #[test]
