@@ -9,19 +9,22 @@
 //! version read, so a second writer (an old leader) fails instead of
 //! losing a revision.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use vrouter_api::constants::ROUTER_CONFIG_SECRET_TYPE as SECRET_TYPE;
 use vrouter_api::history::{self, Delivery, History, Outcome};
 use vrouter_api::{ControllerRef, Phase, VRouterConfig, VRouterConfigStatus};
 use vrouter_providers::ProviderError;
 
+use super::secret_rotation::SecretVersions;
 use crate::runtime::context::FIELD_MANAGER;
 
 /// How an apply ended, when `after` ends the apply `before` had in flight
@@ -62,35 +65,93 @@ pub(super) async fn rollback_content(
     }
 }
 
-/// Stages the apply about to start with the content it delivers.
-pub(super) async fn stage(
-    client: &kube::Client,
-    config: &VRouterConfig,
-    delivery: Delivery,
-) -> Result<(), kube::Error> {
-    update(client, config, |history| history.stage(delivery)).await
+/// The deliveries of the applies under way, by config, until each one's
+/// result is recorded. Kept in memory: an apply whose result is only known
+/// after a restart is not recorded.
+#[derive(Debug, Default)]
+pub struct Staged(Mutex<HashMap<(String, String), Delivery>>);
+
+impl Staged {
+    /// Keeps `delivery`, replacing an apply of `config` that never ended.
+    pub(super) fn stage(&self, config: &VRouterConfig, delivery: Delivery) {
+        self.lock().insert(key(config), delivery);
+    }
+
+    /// The delivery of `config`'s apply `apply_id`, once: a result seen
+    /// twice is recorded once.
+    pub(super) fn take(&self, config: &VRouterConfig, apply_id: &str) -> Option<Delivery> {
+        let mut staged = self.lock();
+        let key = key(config);
+        if staged.get(&key)?.apply_id != apply_id {
+            return None;
+        }
+        staged.remove(&key)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Delivery>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
-/// Records the staged apply `apply_id` as a revision with `result`.
+fn key(config: &VRouterConfig) -> (String, String) {
+    (config.namespace().unwrap_or_default(), config.name_any())
+}
+
+/// Records `delivery` as the next revision with `result`. A config with no
+/// history Secret yet (as the Secret watch sees it) creates one without
+/// reading it first; the create refused because it exists after all falls
+/// back to reading and updating it.
 pub(super) async fn record(
     client: &kube::Client,
+    secrets: &SecretVersions,
     config: &VRouterConfig,
-    apply_id: &str,
+    delivery: Delivery,
     result: Outcome,
 ) -> Result<(), kube::Error> {
     let limit = config
         .spec
         .revision_history_limit
         .unwrap_or(vrouter_api::config::DEFAULT_REVISION_HISTORY_LIMIT);
+    let apply_id = delivery.apply_id.clone();
+    let add = |history: &mut History| {
+        history.stage(delivery.clone());
+        history.record(&apply_id, result, Timestamp::now(), limit)
+    };
+    let name = history::secret_name(&config.name_any());
+    let known = secrets
+        .get(&ObjectRef::new(&name).within(&config.namespace().unwrap_or_default()))
+        .is_some();
     let mut recorded = None;
-    update(client, config, |history| {
-        recorded = history.record(apply_id, result, Timestamp::now(), limit);
-    })
-    .await?;
+    let created = !known && {
+        let mut fresh = History::default();
+        recorded = add(&mut fresh);
+        create(client, config, &fresh).await?
+    };
+    if !created {
+        update(client, config, |history| recorded = add(history)).await?;
+    }
     if let Some(revision) = recorded {
-        tracing::info!(config = %config.name_any(), revision, apply = apply_id, %result, "recorded a revision");
+        tracing::info!(config = %config.name_any(), revision, apply = %apply_id, %result, "recorded a revision");
     }
     Ok(())
+}
+
+/// Creates the history Secret holding `history`; `false` when one exists.
+async fn create(client: &kube::Client, config: &VRouterConfig, history: &History) -> Result<bool, kube::Error> {
+    match secrets(client, config)
+        .create(
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..Default::default()
+            },
+            &secret(config, history, None),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Reads the history, changes it with `change`, and writes it back,
@@ -135,7 +196,17 @@ async fn write(
     version: Option<String>,
 ) -> Result<(), kube::Error> {
     let name = history::secret_name(&config.name_any());
-    let secret = Secret {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    secrets(client, config)
+        .patch(&name, &params, &Patch::Apply(&secret(config, history, version)))
+        .await
+        .map(|_| ())
+}
+
+/// The history Secret of `config` holding `history`.
+fn secret(config: &VRouterConfig, history: &History, version: Option<String>) -> Secret {
+    let name = history::secret_name(&config.name_any());
+    Secret {
         metadata: ObjectMeta {
             name: Some(name.clone()),
             resource_version: version,
@@ -152,12 +223,7 @@ async fn write(
             ByteString(history.to_bytes()),
         )])),
         ..Default::default()
-    };
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    secrets(client, config)
-        .patch(&name, &params, &Patch::Apply(&secret))
-        .await
-        .map(|_| ())
+    }
 }
 
 fn secrets(client: &kube::Client, config: &VRouterConfig) -> Api<Secret> {

@@ -55,6 +55,8 @@ pub struct ConfigOwn {
     status_objects_due: StatusObjectsDue,
     /// The Secrets' resourceVersions, for rotation (see [`secret_rotation`]).
     secrets: secret_rotation::SecretVersions,
+    /// What each apply under way delivered, until its result is recorded.
+    staged: history::Staged,
 }
 
 /// Runs the VRouterConfig controller until `shutdown`. Every change of a
@@ -120,6 +122,7 @@ pub async fn run(ctx: Arc<Context>, scope: &Scope, watches: &Watches, shutdown: 
             router_locks: RouterLocks::default(),
             status_objects_due: StatusObjectsDue::default(),
             secrets,
+            staged: history::Staged::default(),
         },
     ));
     // Every Applied config has its VRouterStatus, however it became Applied.

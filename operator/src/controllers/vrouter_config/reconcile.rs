@@ -623,9 +623,10 @@ impl<'a> Apply<'a> {
         }
     }
 
-    /// Stages the apply in the history before the router is touched, so its
-    /// result is recorded with exactly the content delivered. A history
-    /// that cannot be written holds the apply back (retried).
+    /// Keeps what the apply delivers until its result is recorded, so the
+    /// revision holds exactly the content sent. In memory, not in the
+    /// history Secret: an apply costs one history write, and the write can
+    /// never hold an apply back.
     async fn stage(&self, apply: &ApplyId, config: &str, commands: &str) -> Result<(), ProviderError> {
         let delivery = vrouter_api::history::Delivery {
             apply_id: apply.as_str().to_owned(),
@@ -636,12 +637,8 @@ impl<'a> Apply<'a> {
             commands: commands.to_owned(),
             content_dropped: false,
         };
-        super::history::stage(&self.ctx.client, self.config, delivery)
-            .await
-            .map_err(|e| ProviderError::Kube {
-                operation: "staging the apply in the revision history Secret".to_owned(),
-                source: Box::new(e),
-            })
+        self.ctx.own.staged.stage(self.config, delivery);
+        Ok(())
     }
 
     /// The hash of the running config before a confirmed apply, or why the
@@ -965,7 +962,7 @@ async fn finish(
 /// history. Best effort: the apply's result stands either way, and a
 /// history that cannot be written is logged, never a reason to apply again.
 async fn record_revision(
-    ctx: &Context,
+    ctx: &ConfigContext,
     config: &VRouterConfig,
     current: &VRouterConfigStatus,
     next: &VRouterConfigStatus,
@@ -973,7 +970,10 @@ async fn record_revision(
     let Some(result) = super::history::outcome(current, next) else {
         return;
     };
-    if let Err(e) = super::history::record(&ctx.client, config, &next.apply_id, result).await {
+    let Some(delivery) = ctx.own.staged.take(config, &next.apply_id) else {
+        return;
+    };
+    if let Err(e) = super::history::record(&ctx.client, &ctx.own.secrets, config, delivery, result).await {
         tracing::warn!(config = %config.name_any(), apply = %next.apply_id, error = %e, "could not record the revision");
     }
 }
