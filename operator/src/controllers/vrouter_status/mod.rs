@@ -22,8 +22,9 @@ use crate::runtime::own_writes::OwnWrites;
 use crate::runtime::reconciler::{self, Shutdown};
 use crate::runtime::watches::Watches;
 
+pub use read_config::MAX_STORED_BYTES;
 pub use reconcile::CONTROLLER;
-pub use stored_configs::{MAX_STORED_BYTES, SECRET_TYPE};
+pub use stored_configs::SECRET_TYPE;
 
 /// What the status reconciler reads besides the object: the shared
 /// [`Context`], and the configs and targets as this controller's own

@@ -6,8 +6,12 @@
 //! not configs of up to the read cap each.
 
 use super::decide;
-use super::stored_configs::MAX_STORED_BYTES;
 use crate::runtime::off_runtime;
+
+/// The most a config stored in the Secret may take: a Secret lives in one
+/// etcd object of at most 1.5 MiB; stay well below so the object with its
+/// metadata always fits.
+pub const MAX_STORED_BYTES: usize = 1024 * 1024;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadConfig {

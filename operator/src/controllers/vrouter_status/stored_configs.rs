@@ -29,16 +29,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use vrouter_api::{ControllerRef, VRouterStatus, VRouterStatusStatus};
 
 use super::decide::{self, Reading};
-use super::read_config::ReadConfig;
+use super::read_config::{MAX_STORED_BYTES, ReadConfig};
 use crate::runtime::context::FIELD_MANAGER;
 
 /// The type of the Secrets drift detection writes; the only Secrets the
 /// operator may create or change.
 pub const SECRET_TYPE: &str = vrouter_api::constants::ROUTER_CONFIG_SECRET_TYPE;
-
-/// A Secret lives in one etcd object of at most 1.5 MiB; stay well below so
-/// the object with its metadata always fits.
-pub const MAX_STORED_BYTES: usize = 1024 * 1024;
 
 fn is_ours(secret: &Secret) -> bool {
     secret.type_.as_deref() == Some(SECRET_TYPE)
