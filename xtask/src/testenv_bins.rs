@@ -722,16 +722,15 @@ mod tests {
         assert!(!go_mod.contains("github.com/x/y"), "{go_mod}");
         assert!(go_mod.contains("\ngo 1.26.0\n"), "{go_mod}");
         assert!(go_mod.contains("require k8s.io/kubernetes v1.37.2\n"), "{go_mod}");
-        for command in [
-            "kube-apiserver",
-            "kubelet",
-            "kube-controller-manager",
-            "kube-scheduler",
-            "kube-proxy",
-        ] {
+        assert!(
+            go_mod.contains("tool k8s.io/kubernetes/cmd/kube-apiserver\n"),
+            "{go_mod}"
+        );
+        let node = scratch_go_mod(&KUBE_NODE, KUBERNETES_GO_MOD).unwrap();
+        for command in ["kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy"] {
             assert!(
-                go_mod.contains(&format!("tool k8s.io/kubernetes/cmd/{command}\n")),
-                "{go_mod}"
+                node.contains(&format!("tool k8s.io/kubernetes/cmd/{command}\n")),
+                "{node}"
             );
         }
     }
@@ -764,20 +763,16 @@ mod tests {
         assert!(ETCD.stamp().contains("go.etcd.io/etcd/server/v3 v3.6.16"));
         assert!(TOXIPROXY.stamp().contains("github.com/Shopify/toxiproxy/v2 v2.12.0"));
         assert!(TOXIPROXY.stamp().contains("toxiproxy/v2.Version=2.12.0"));
-        assert!(KUBE_APISERVER.stamp().contains("k8s.io/kubernetes/cmd/kubelet"));
+        assert!(KUBE_NODE.stamp().contains("k8s.io/kubernetes/cmd/kube-proxy"));
+        assert!(!KUBE_APISERVER.stamp().contains("k8s.io/kubernetes/cmd/kubelet"));
     }
 
     #[test]
-    fn the_node_binaries_come_out_of_the_api_servers_build() {
+    fn the_node_binaries_come_out_of_one_build_and_the_api_server_out_of_its_own() {
+        assert_eq!(KUBE_APISERVER.outputs(), ["kube-apiserver"]);
         assert_eq!(
-            KUBE_APISERVER.outputs(),
-            [
-                "kube-apiserver",
-                "kubelet",
-                "kube-controller-manager",
-                "kube-scheduler",
-                "kube-proxy"
-            ]
+            KUBE_NODE.outputs(),
+            ["kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy"]
         );
         assert_eq!(ETCD.outputs(), ["etcd"]);
         assert_eq!(KUBECTL.outputs(), ["kubectl"]);
