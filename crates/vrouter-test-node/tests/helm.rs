@@ -604,9 +604,9 @@ async fn the_operators_role_meets_the_kubelet(node: &TestNode, ns: &TestNamespac
             pods.delete(SCRAPER, &DeleteParams::default()).await.map(drop),
         ),
         (
-            "secrets list",
+            "secrets delete",
             Api::<Secret>::namespaced(operator.clone(), ns.name())
-                .list(&ListParams::default())
+                .delete("any", &DeleteParams::default())
                 .await
                 .map(drop),
         ),
