@@ -736,6 +736,10 @@ async fn one_binding_over_many_targets_stays_within_the_request_budget() {
     let watch = watch_configs(ns.api::<VRouterConfig>(), seen.clone());
     let binding_seen = Arc::new(Mutex::new(waves::BindingSeen::default()));
     let binding_watch = waves::watch_binding(ns.api::<VRouterBinding>(), "edge", binding_seen.clone());
+    wait_until("the harness's binding watch to list", Duration::from_secs(30), || {
+        binding_seen.lock().unwrap().listed
+    })
+    .await;
     let before = requests::served(&admin).await;
     let conflicts_before = requests::conflicts(&admin).await;
     let counted_before = operator.counts().await;

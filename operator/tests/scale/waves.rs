@@ -72,6 +72,9 @@ pub struct BindingSeen {
     pub waves: Vec<(u32, u32)>,
     /// Ready True for the current generation, with its message, and when.
     pub ready: Option<(String, Instant)>,
+    /// The watch's first list is done: its own requests are over before
+    /// the requests of the run are counted.
+    pub listed: bool,
 }
 
 impl BindingSeen {
@@ -103,8 +106,10 @@ pub fn watch_binding(
     tokio::spawn(async move {
         let mut events = watcher(api, config).boxed();
         while let Some(event) = events.next().await {
-            if let Ok(watcher::Event::Apply(b) | watcher::Event::InitApply(b)) = event {
-                seen.lock().unwrap().saw(&b);
+            match event {
+                Ok(watcher::Event::Apply(b) | watcher::Event::InitApply(b)) => seen.lock().unwrap().saw(&b),
+                Ok(watcher::Event::InitDone) => seen.lock().unwrap().listed = true,
+                _ => {}
             }
         }
     })
