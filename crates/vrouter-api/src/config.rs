@@ -1,7 +1,7 @@
 //! `VRouterConfig`: the rendered configuration of one router, and the state
 //! of applying it.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -241,6 +241,17 @@ impl Pause {
 }
 
 impl VRouterConfig {
+    /// The owner reference of the VRouterBinding that controls this config,
+    /// if one does: what generated it, read from the controller reference
+    /// rather than a label anyone may edit.
+    pub fn controlling_binding(&self) -> Option<&OwnerReference> {
+        self.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true) && o.kind == "VRouterBinding")
+    }
+
     /// Paused for debugging or by its binding: no new apply and no drift
     /// repair, while drift stays visible.
     pub fn is_paused(&self) -> bool {

@@ -102,7 +102,7 @@ pub async fn rollback(client: &Client, namespace: &str, name: &str, revision: u6
         Some(r) if r.delivery.content_dropped => return Err(HistoryError::ContentDropped { revision }),
         Some(_) => {}
     }
-    let binding = controlling_binding(&config);
+    let binding = config.controlling_binding().map(|o| o.name.clone());
     let binding_generation = match &binding {
         Some(b) => Api::<VRouterBinding>::namespaced(client.clone(), namespace)
             .get_opt(b)
@@ -126,16 +126,6 @@ pub async fn rollback(client: &Client, namespace: &str, name: &str, revision: u6
     Ok(format!(
         "VRouterConfig {namespace}/{name} rolls back to revision {revision}{hold}"
     ))
-}
-
-fn controlling_binding(config: &VRouterConfig) -> Option<String> {
-    config
-        .metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true) && o.kind == "VRouterBinding")
-        .map(|o| o.name.clone())
 }
 
 async fn read(client: &Client, namespace: &str, name: &str) -> Result<History, HistoryError> {

@@ -159,13 +159,7 @@ fn check_hand_written(
         field: Some(field.into()),
         message,
     };
-    let owned_by_binding = config
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.kind == "VRouterBinding");
-    if owned_by_binding {
+    if config.controlling_binding().is_some() {
         return Ok(false);
     }
     let (ns, name) = key(&config.metadata);

@@ -150,13 +150,9 @@ fn config_wakes(
 /// Whether the binding controlling `config` reads its configs' progress
 /// (true when that binding is not in the store yet).
 fn owner_reads_progress(bindings: &Store<VRouterBinding>, config: &VRouterConfig) -> bool {
-    let owner = config
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true) && o.kind == "VRouterBinding");
-    let Some(owner) = owner else { return true };
+    let Some(owner) = config.controlling_binding() else {
+        return true;
+    };
     let key = ObjectRef::new(&owner.name).within(config.metadata.namespace.as_deref().unwrap_or_default());
     bindings.get(&key).is_none_or(|binding| {
         wake::reads_progress(&decide::policy(&binding))

@@ -13,11 +13,11 @@ use vrouter_render::{CommitComment, CommitOrigin};
 pub(super) fn for_apply(config: &VRouterConfig, apply: &str) -> CommitComment {
     let namespace = config.namespace().unwrap_or_default();
     let name = config.name_any();
-    let binding = controlling_binding(config);
+    let binding = config.controlling_binding().map(|o| o.name.as_str());
     CommitComment::describe(&CommitOrigin {
         namespace: &namespace,
         config: &name,
-        binding: binding.as_deref(),
+        binding,
         generation: config.meta().generation.unwrap_or(0),
         apply,
     })
@@ -27,15 +27,9 @@ pub(super) fn for_apply(config: &VRouterConfig, apply: &str) -> CommitComment {
 /// records it.
 pub(super) fn binding_of(config: &VRouterConfig) -> Option<String> {
     let namespace = config.namespace().unwrap_or_default();
-    controlling_binding(config).map(|binding| format!("{namespace}/{binding}"))
-}
-
-fn controlling_binding(config: &VRouterConfig) -> Option<String> {
     config
-        .owner_references()
-        .iter()
-        .find(|owner| owner.controller == Some(true) && owner.kind == "VRouterBinding")
-        .map(|owner| owner.name.clone())
+        .controlling_binding()
+        .map(|binding| format!("{namespace}/{}", binding.name))
 }
 
 #[cfg(test)]

@@ -88,6 +88,11 @@ impl Staged {
         staged.remove(&key)
     }
 
+    /// Drops what `config` had staged, when it goes.
+    pub(super) fn forget(&self, config: &VRouterConfig) {
+        self.lock().remove(&key(config));
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Delivery>> {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }

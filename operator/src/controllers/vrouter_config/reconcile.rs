@@ -112,6 +112,7 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
         ctx.own
             .status_objects_due
             .remove(&router_of(config), &config.name_any());
+        ctx.own.staged.forget(config);
         return Ok(finalizers::release(&ctx.client, config, FINALIZER).await?);
     }
     if ctx.own.own_writes.is_replaced(config) {
@@ -145,13 +146,7 @@ async fn reconcile(config: &VRouterConfig, ctx: &ConfigContext) -> Result<Action
 
 /// The uid of the binding that controls `config`, if one does.
 fn binding_of(config: &VRouterConfig) -> Option<&str> {
-    config
-        .metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true) && o.kind == "VRouterBinding")
-        .map(|o| o.uid.as_str())
+    config.controlling_binding().map(|o| o.uid.as_str())
 }
 
 /// An apply dispatched whose result is not in yet: its script runs, or a
